@@ -1,0 +1,30 @@
+# Two commands on a fresh machine: `make demo` and `make test`. Both are idempotent and
+# build their own virtualenv at .venv.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.hpcmem-installed
+
+.PHONY: setup demo test clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+
+# The CPU build of torch must be installed before sentence-transformers, or pip pulls a
+# multi-GB CUDA build. The stamp makes re-runs cheap; it is rebuilt when pyproject changes.
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q --upgrade pip setuptools wheel
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[ml,test]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: setup
+	HPCMEM_HOME=$(CURDIR)/.hpcmem-demo bash data/samples/demo.sh $(BIN)/hpcmem
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+clean:
+	rm -rf $(VENV) .hpcmem-demo

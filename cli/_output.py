@@ -1,0 +1,38 @@
+"""Output helpers: results on stdout (JSON or rich), everything else on stderr."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from rich.console import Console
+
+stdout = Console(soft_wrap=True)
+stderr = Console(stderr=True, soft_wrap=True)
+
+
+def _default(value: Any) -> Any:
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    if isinstance(value, (set, frozenset, tuple)):
+        return list(value)
+    raise TypeError(f"cannot serialise {type(value).__name__}")
+
+
+def emit_json(data: Any) -> None:
+    """One JSON document on stdout and nothing else."""
+    sys.stdout.write(json.dumps(data, default=_default, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
+def emit_jsonl(record: Any) -> None:
+    sys.stdout.write(json.dumps(record, default=_default, ensure_ascii=False) + "\n")
+
+
+def info(message: str) -> None:
+    stderr.print(message, highlight=False)
+
+
+def warn(message: str) -> None:
+    stderr.print(f"[yellow]Warning:[/yellow] {message}", highlight=False)

@@ -1,0 +1,59 @@
+"""The `hpcmem` command: a thin typer app; each command calls one library function."""
+
+from __future__ import annotations
+
+import sys
+from typing import Optional
+
+import typer
+
+from hpcmem import __version__
+from hpcmem.cli import db, config_cmd, stores
+from hpcmem.cli._errors import EXIT_ERROR, report_error
+from hpcmem.cli._state import STATE
+
+app = typer.Typer(
+    name="hpcmem",
+    help="Failure memory for Slurm clusters: record, recall and revalidate lessons from failed jobs.",
+    no_args_is_help=True,
+    pretty_exceptions_show_locals=False,  # DSNs and secrets must never reach a traceback
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+app.add_typer(db.app, name="db")
+app.add_typer(config_cmd.app, name="config")
+app.command("stores")(stores.stores)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"hpcmem {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    version: Optional[bool] = typer.Option(None, "--version", callback=_version, is_eager=True, help="Show the version and exit."),
+    debug: bool = typer.Option(False, "--debug", envvar="HPCMEM_DEBUG", help="Show tracebacks for errors."),
+    config: Optional[str] = typer.Option(None, "--config", envvar="HPCMEM_CONFIG", help="Extra config file (highest file scope)."),
+    store: Optional[str] = typer.Option(None, "--store", help="User store URL or path for this run (overrides HPCMEM_USER_STORE)."),
+) -> None:
+    STATE.reset(debug=debug, config_file=config, store_url=store)
+
+
+def main() -> None:
+    from hpcmem.kb.errors import HpcmemError
+
+    try:
+        app(prog_name="hpcmem")
+    except HpcmemError as exc:
+        sys.exit(report_error(exc))
+    except KeyboardInterrupt:
+        sys.stderr.write("Interrupted\n")
+        sys.exit(130)
+    finally:
+        if STATE._stack is not None:
+            STATE._stack.dispose()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,240 @@
+"""Layered configuration: which stores exist, where caches live, which model to load.
+
+Scopes, lowest to highest precedence:
+
+1. ``builtin``  - the defaults below
+2. ``site``     - ``/etc/hpcmem/config.toml`` (``HPCMEM_SITE_CONFIG`` moves it)
+3. ``user``     - ``$XDG_CONFIG_HOME/hpcmem/config.toml`` (under ``$HPCMEM_HOME/config`` when set)
+4. ``file``     - the file named by ``HPCMEM_CONFIG``
+5. ``env``      - ``HPCMEM_*`` variables (table ``ENV_KEYS``)
+6. ``cli``      - command-line flags
+
+Merge rule (one pure function, ``merge``): tables merge key by key, recursively; scalars
+and arrays replace what a lower scope set. Lab stores are a table keyed by lab name, so a
+user file can add a lab without repeating the site's labs. ``HPCMEM_DISABLE_LOCAL_CONFIG=1``
+ignores the site and user files (CI, tests).
+
+Every value remembers the scope (and file) that set it, for ``hpcmem config show``.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hpcmem.kb.errors import ConfigError
+
+SITE_CONFIG = "/etc/hpcmem/config.toml"
+
+# Known keys and their types; anything else in a file is a typo worth reporting.
+SCHEMA: dict[str, Any] = {
+    "cluster": {"name": str},
+    "stores": {
+        "user": {"url": str, "schema": str, "journal_mode": str},
+        "labs": {"*": {"url": str, "schema": str, "journal_mode": str}},
+        "cluster": {"url": str, "schema": str, "journal_mode": str},
+    },
+    "model": {"path": str, "name": str, "sha256": str},
+    "index": {"dir": str, "flat_max": int},
+    "spool": {"dir": str},
+    "epilog": {"budget_seconds": float},
+    "recall": {"abstain_below": float, "drain_budget_seconds": float},
+    "revalidate": {"unconfirmed_days": int},
+}
+
+# HPCMEM_* environment variables and the config key each sets.
+ENV_KEYS: dict[str, tuple[str, ...]] = {
+    "HPCMEM_CLUSTER": ("cluster", "name"),
+    "HPCMEM_USER_STORE": ("stores", "user", "url"),
+    "HPCMEM_CLUSTER_STORE": ("stores", "cluster", "url"),
+    "HPCMEM_MODEL_DIR": ("model", "path"),
+    "HPCMEM_INDEX_DIR": ("index", "dir"),
+    "HPCMEM_SPOOL": ("spool", "dir"),
+    "HPCMEM_EPILOG_BUDGET": ("epilog", "budget_seconds"),
+}
+# HPCMEM_LAB_STORES="name=url,name2=url2" adds lab stores (a list does not fit one key).
+LAB_STORES_ENV = "HPCMEM_LAB_STORES"
+
+
+@dataclass(frozen=True)
+class Dirs:
+    """Per-user directories; ``HPCMEM_HOME`` relocates all of them (tests, demos)."""
+
+    data: Path
+    config: Path
+    cache: Path
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None) -> "Dirs":
+        env = os.environ if environ is None else environ
+        home = env.get("HPCMEM_HOME")
+        if home:
+            root = Path(home).expanduser()
+            return cls(root / "data", root / "config", root / "cache")
+        import platformdirs  # only needed when HPCMEM_HOME is not set
+
+        return cls(
+            Path(platformdirs.user_data_dir("hpcmem", appauthor=False)),
+            Path(platformdirs.user_config_dir("hpcmem", appauthor=False)),
+            Path(platformdirs.user_cache_dir("hpcmem", appauthor=False)),
+        )
+
+
+def builtin_defaults(dirs: Dirs) -> dict[str, Any]:
+    return {
+        "cluster": {"name": os.environ.get("SLURM_CLUSTER_NAME", "local")},
+        "stores": {"user": {"url": f"sqlite:///{dirs.data / 'user.db'}"}, "labs": {}},
+        "model": {"path": "", "name": "all-MiniLM-L6-v2"},
+        "index": {"dir": str(dirs.cache / "index"), "flat_max": 50_000},
+        "spool": {"dir": str(dirs.data / "spool")},
+        "epilog": {"budget_seconds": 2.0},
+        "recall": {"abstain_below": 0.55, "drain_budget_seconds": 0.2},
+        "revalidate": {"unconfirmed_days": 180},
+    }
+
+
+def merge(low: dict[str, Any], high: dict[str, Any]) -> dict[str, Any]:
+    """Merge two config trees: tables recursively, scalars and arrays replace."""
+    out = dict(low)
+    for key, value in high.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def validate(tree: dict[str, Any], origin: str, schema: dict[str, Any] = SCHEMA, prefix: str = "") -> None:
+    """Reject unknown keys and wrong types, naming the file and the key."""
+    for key, value in tree.items():
+        spec = schema.get(key, schema.get("*"))
+        dotted = f"{prefix}{key}"
+        if spec is None:
+            raise ConfigError(f"{origin}: unknown key '{dotted}'")
+        if isinstance(spec, dict):
+            if not isinstance(value, dict):
+                raise ConfigError(f"{origin}: '{dotted}' must be a table")
+            validate(value, origin, spec, dotted + ".")
+        elif spec is float:
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ConfigError(f"{origin}: '{dotted}' must be a number")
+        elif not isinstance(value, spec) or isinstance(value, bool) and spec is not bool:
+            raise ConfigError(f"{origin}: '{dotted}' must be of type {spec.__name__}")
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as fh:
+            tree = tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+    validate(tree, str(path))
+    return tree
+
+
+def _set(tree: dict[str, Any], keys: tuple[str, ...], value: Any) -> None:
+    for key in keys[:-1]:
+        tree = tree.setdefault(key, {})
+    tree[keys[-1]] = value
+
+
+def env_layer(environ: dict[str, str]) -> dict[str, Any]:
+    tree: dict[str, Any] = {}
+    for var, keys in ENV_KEYS.items():
+        if environ.get(var):
+            raw = environ[var]
+            value: Any = raw
+            if keys == ("epilog", "budget_seconds"):
+                try:
+                    value = float(raw)
+                except ValueError:
+                    raise ConfigError(f"{var}: expected a number of seconds, got '{raw}'") from None
+            _set(tree, keys, value)
+    labs = environ.get(LAB_STORES_ENV, "").strip()
+    for item in filter(None, (part.strip() for part in labs.split(","))):
+        name, sep, url = item.partition("=")
+        if not sep or not name or not url:
+            raise ConfigError(f"{LAB_STORES_ENV}: expected 'name=url[,name=url]', got '{item}'")
+        _set(tree, ("stores", "labs", name.strip(), "url"), url.strip())
+    return tree
+
+
+@dataclass
+class Config:
+    """The effective configuration plus where each leaf value came from."""
+
+    values: dict[str, Any]
+    origins: dict[str, str] = field(default_factory=dict)
+    dirs: Dirs | None = None
+
+    def get(self, dotted: str, default: Any = None) -> Any:
+        node: Any = self.values
+        for key in dotted.split("."):
+            if not isinstance(node, dict) or key not in node:
+                return default
+            node = node[key]
+        return node
+
+    def flat(self) -> list[tuple[str, Any, str]]:
+        """(key, value, origin) for every leaf, sorted by key."""
+        rows: list[tuple[str, Any, str]] = []
+
+        def walk(node: dict[str, Any], prefix: str) -> None:
+            for key, value in sorted(node.items()):
+                dotted = f"{prefix}{key}"
+                if isinstance(value, dict) and value:
+                    walk(value, dotted + ".")
+                elif not isinstance(value, dict):
+                    rows.append((dotted, value, self.origins.get(dotted, "builtin")))
+
+        walk(self.values, "")
+        return rows
+
+
+def _record_origins(tree: dict[str, Any], origin: str, origins: dict[str, str], prefix: str = "") -> None:
+    for key, value in tree.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, dict):
+            _record_origins(value, origin, origins, dotted + ".")
+        else:
+            origins[dotted] = origin
+
+
+def load_config(
+    cli_overrides: dict[str, Any] | None = None,
+    config_file: str | None = None,
+    environ: dict[str, str] | None = None,
+) -> Config:
+    """Build the effective configuration from every scope."""
+    env = dict(os.environ if environ is None else environ)
+    dirs = Dirs.from_env(env)
+    layers: list[tuple[str, dict[str, Any]]] = [("builtin", builtin_defaults(dirs))]
+
+    if env.get("HPCMEM_DISABLE_LOCAL_CONFIG") not in ("1", "true", "yes"):
+        site = Path(env.get("HPCMEM_SITE_CONFIG", SITE_CONFIG))
+        if site.is_file():
+            layers.append((f"site:{site}", read_toml(site)))
+        user = dirs.config / "config.toml"
+        if user.is_file():
+            layers.append((f"user:{user}", read_toml(user)))
+    explicit = config_file or env.get("HPCMEM_CONFIG")
+    if explicit:
+        path = Path(explicit).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"config file {path} does not exist (from --config or HPCMEM_CONFIG)")
+        layers.append((f"file:{path}", read_toml(path)))
+    layers.append(("env", env_layer(env)))
+    if cli_overrides:
+        layers.append(("cli", cli_overrides))
+
+    values: dict[str, Any] = {}
+    origins: dict[str, str] = {}
+    for origin, tree in layers:
+        values = merge(values, tree)
+        _record_origins(tree, origin, origins)
+    return Config(values=values, origins=origins, dirs=dirs)

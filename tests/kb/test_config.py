@@ -1,0 +1,99 @@
+"""Layered configuration: each merge rule with a low and a high scope."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hpcmem.kb.config import load_config, merge
+from hpcmem.kb.errors import ConfigError
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def test_merge_tables_recursively_scalars_and_arrays_replace():
+    low = {"stores": {"labs": {"a": {"url": "x"}}, "user": {"url": "u1"}}, "l": [1, 2]}
+    high = {"stores": {"labs": {"b": {"url": "y"}}, "user": {"url": "u2"}}, "l": [3]}
+    merged = merge(low, high)
+    assert merged == {"stores": {"labs": {"a": {"url": "x"}, "b": {"url": "y"}}, "user": {"url": "u2"}}, "l": [3]}
+    assert low["stores"]["user"]["url"] == "u1"  # inputs untouched
+
+
+def test_builtin_user_store_lives_under_hpcmem_home(hpcmem_home: Path):
+    cfg = load_config()
+    assert cfg.get("stores.user.url") == f"sqlite:///{hpcmem_home / 'data' / 'user.db'}"
+    assert cfg.get("index.dir") == str(hpcmem_home / "cache" / "index")
+    assert dict((k, o) for k, _, o in cfg.flat())["stores.user.url"] == "builtin"
+
+
+def test_scope_precedence_site_user_file_env_cli(tmp_path: Path, hpcmem_home: Path, monkeypatch):
+    site = write(tmp_path / "site.toml", '[cluster]\nname = "site"\n[stores.labs.vision]\nurl = "sqlite:////srv/vision.db"\n[epilog]\nbudget_seconds = 3\n')
+    write(hpcmem_home / "config" / "config.toml", '[cluster]\nname = "user"\n[stores.labs.nlp]\nurl = "sqlite:////srv/nlp.db"\n')
+    extra = write(tmp_path / "extra.toml", '[cluster]\nname = "file"\n')
+    monkeypatch.setenv("HPCMEM_SITE_CONFIG", str(site))
+    monkeypatch.delenv("HPCMEM_DISABLE_LOCAL_CONFIG")
+
+    cfg = load_config()
+    assert cfg.get("cluster.name") == "user"
+    assert set(cfg.get("stores.labs")) == {"vision", "nlp"}  # user adds a lab, keeps the site's
+    origins = {k: o for k, _, o in cfg.flat()}
+    assert origins["epilog.budget_seconds"].startswith("site:")
+    assert origins["stores.labs.nlp.url"].startswith("user:")
+
+    monkeypatch.setenv("HPCMEM_CONFIG", str(extra))
+    assert load_config().get("cluster.name") == "file"
+    monkeypatch.setenv("HPCMEM_CLUSTER", "env")
+    assert load_config().get("cluster.name") == "env"
+    cfg = load_config(cli_overrides={"cluster": {"name": "cli"}})
+    assert cfg.get("cluster.name") == "cli"
+    assert {k: o for k, _, o in cfg.flat()}["cluster.name"] == "cli"
+
+
+def test_disable_local_config_ignores_site_and_user(tmp_path: Path, hpcmem_home: Path, monkeypatch):
+    site = write(tmp_path / "site.toml", '[cluster]\nname = "site"\n')
+    monkeypatch.setenv("HPCMEM_SITE_CONFIG", str(site))
+    assert load_config().get("cluster.name") != "site"  # conftest sets HPCMEM_DISABLE_LOCAL_CONFIG=1
+
+
+def test_env_lab_stores_and_numbers(monkeypatch):
+    monkeypatch.setenv("HPCMEM_LAB_STORES", "vision=sqlite:////a.db, nlp=postgresql://h/db")
+    monkeypatch.setenv("HPCMEM_EPILOG_BUDGET", "0.5")
+    cfg = load_config()
+    assert cfg.get("stores.labs.vision.url") == "sqlite:////a.db"
+    assert cfg.get("stores.labs.nlp.url") == "postgresql://h/db"
+    assert cfg.get("epilog.budget_seconds") == 0.5
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("[stores.user]\nurll = 'x'\n", "unknown key 'stores.user.urll'"),
+        ("[epilog]\nbudget_seconds = 'fast'\n", "'epilog.budget_seconds' must be a number"),
+        ("[cluster\nname='x'", "invalid TOML"),
+        ("stores = 3\n", "'stores' must be a table"),
+    ],
+)
+def test_invalid_files_name_file_and_key(tmp_path: Path, monkeypatch, text: str, message: str):
+    bad = write(tmp_path / "bad.toml", text)
+    monkeypatch.setenv("HPCMEM_CONFIG", str(bad))
+    with pytest.raises(ConfigError) as info:
+        load_config()
+    assert str(bad) in str(info.value) and message in str(info.value)
+
+
+@pytest.mark.parametrize("value", ["vision", "=x", "vision="])
+def test_bad_lab_env_is_a_config_error(monkeypatch, value: str):
+    monkeypatch.setenv("HPCMEM_LAB_STORES", value)
+    with pytest.raises(ConfigError, match="HPCMEM_LAB_STORES"):
+        load_config()
+
+
+def test_missing_explicit_config_file(monkeypatch, tmp_path: Path):
+    monkeypatch.setenv("HPCMEM_CONFIG", str(tmp_path / "nope.toml"))
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config()
