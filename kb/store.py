@@ -187,6 +187,8 @@ class Store:
             try:
                 path.parent.mkdir(parents=True, mode=mode_dir)
                 os.chmod(path.parent, mode_dir)  # mkdir's mode is filtered by the umask
+            except FileExistsError:
+                pass  # another process opening the same new store won the race
             except OSError as exc:
                 raise StoreError(f"cannot create store directory {path.parent}: {exc.strerror}") from None
         if not path.exists():

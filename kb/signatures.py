@@ -1,0 +1,536 @@
+"""Failure signatures: normalise an error message to a template, name its failure class,
+and hash both into a fingerprint that stays the same across instances of one failure.
+
+    normalize(text)          -> template (variable parts replaced by <NUM>, <PATH>, ...)
+    categorize(text)         -> failure class, from the data-driven rules in rules/categories.toml
+    fingerprint(text)        -> Signature(fingerprint, template, category)
+    signature_of_block(text) -> Signature of a whole excerpt (traceback, .err file): it picks
+                                the decisive line so unrelated output does not change it
+    load_rules(extra_path)   -> the built-in rules plus a site's own file
+
+Masking removes what varies between two instances of the same failure (ids, nodes, paths,
+numbers, sizes, times, addresses) and keeps what decides the fix (exception classes, errno
+names, library sonames, symbol versions, module/version names, CUDA architectures, and the
+tokens a rule marks with ``keep``, such as a missing command or Python module).
+
+Only the standard library is imported here; the rules file is read lazily on first use.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+from hpcmem.kb.errors import ConfigError
+
+__all__ = [
+    "Signature",
+    "Rule",
+    "UNKNOWN",
+    "normalize",
+    "categorize",
+    "fingerprint",
+    "signature_of_block",
+    "load_rules",
+]
+
+UNKNOWN = "unknown"
+BUILTIN_RULES = os.path.join(os.path.dirname(__file__), "rules", "categories.toml")
+FINGERPRINT_CHARS = 16
+
+
+@dataclass(frozen=True)
+class Signature:
+    fingerprint: str
+    template: str
+    category: str
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One failure class detector, as read from a rules file (see categories.toml)."""
+
+    name: str
+    category: str
+    description: str
+    patterns: tuple[re.Pattern[str], ...]
+    priority: int = 0
+    pick: str = "first"
+    keep: tuple[re.Pattern[str], ...] = ()
+    mask: tuple[re.Pattern[str], ...] = ()
+    template: str | None = None
+    # Per pattern: a literal every match must contain (and whether it is case-folded),
+    # checked with a fast substring test before the regex runs on a long excerpt.
+    needles: tuple[tuple[str, bool] | None, ...] = ()
+
+
+# --------------------------------------------------------------------------- rules
+
+
+def load_rules(extra_path: str | None = None) -> tuple[Rule, ...]:
+    """The rules in precedence order: built-in ones plus those of ``extra_path``.
+
+    A site rule with the same name as a built-in one replaces it. Rules are sorted by
+    ``priority`` (higher first); ties keep file order with site rules ahead of built-ins.
+    The result is cached per path, so regexes are compiled once.
+    """
+    return _load_rules(str(extra_path) if extra_path is not None else None)
+
+
+@lru_cache(maxsize=8)
+def _load_rules(extra_path: str | None) -> tuple[Rule, ...]:
+    builtin = _read_rules_file(BUILTIN_RULES)
+    site = _read_rules_file(extra_path) if extra_path else []
+    site_names = {rule.name for rule in site}
+    merged = site + [rule for rule in builtin if rule.name not in site_names]
+    # sorted() is stable, so equal priorities keep the order built above.
+    return tuple(sorted(merged, key=lambda rule: -rule.priority))
+
+
+def _read_rules_file(path: str) -> list[Rule]:
+    import tomllib  # imported here: only needed the first time rules are used
+
+    try:
+        with open(path, "rb") as fh:
+            data = tomllib.load(fh)
+    except OSError as exc:
+        raise ConfigError(f"cannot read rules file {path}: {exc.strerror}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"rules file {path} is not valid TOML: {exc}") from exc
+    entries = data.get("rule", [])
+    if not isinstance(entries, list):
+        raise ConfigError(f"rules file {path}: 'rule' must be an array of tables ([[rule]])")
+    rules, seen = [], set()
+    for index, entry in enumerate(entries, start=1):
+        rule = _parse_rule(entry, f"{path}, rule #{index}")
+        if rule.name in seen:
+            raise ConfigError(f"rules file {path}: rule name {rule.name!r} is used twice")
+        seen.add(rule.name)
+        rules.append(rule)
+    return rules
+
+
+def _parse_rule(entry: object, where: str) -> Rule:
+    if not isinstance(entry, dict):
+        raise ConfigError(f"{where}: expected a table")
+    name = entry.get("name")
+    if not isinstance(name, str) or not name:
+        raise ConfigError(f"{where}: 'name' (a non-empty string) is required")
+    where = f"{where} ({name})"
+    patterns = _compile_all(entry.get("patterns"), where, "patterns")
+    if not patterns:
+        raise ConfigError(f"{where}: 'patterns' needs at least one regex")
+    pick = entry.get("pick", "first")
+    if pick not in ("first", "last"):
+        raise ConfigError(f"{where}: 'pick' must be \"first\" or \"last\", not {pick!r}")
+    priority = entry.get("priority", 0)
+    if not isinstance(priority, int):
+        raise ConfigError(f"{where}: 'priority' must be an integer")
+    mask = _compile_all(entry.get("mask", []), where, "mask")
+    for regex in mask:
+        if len(regex.groupindex) != 1:
+            raise ConfigError(f"{where}: mask regex {regex.pattern!r} needs one named group")
+    template = entry.get("template")
+    if template is not None:
+        if not isinstance(template, str):
+            raise ConfigError(f"{where}: 'template' must be a string")
+        try:
+            template.format_map(_Groups())
+        except (ValueError, IndexError) as exc:
+            raise ConfigError(f"{where}: bad template {template!r}: {exc}") from exc
+    return Rule(
+        name=name,
+        category=str(entry.get("category", name)),
+        description=str(entry.get("description", "")),
+        patterns=patterns,
+        needles=tuple(_required_literal(regex.pattern) for regex in patterns),
+        priority=priority,
+        pick=pick,
+        keep=_compile_all(entry.get("keep", []), where, "keep"),
+        mask=mask,
+        template=template,
+    )
+
+
+def _compile_all(values: object, where: str, field: str) -> tuple[re.Pattern[str], ...]:
+    if values is None:
+        return ()
+    if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+        raise ConfigError(f"{where}: '{field}' must be a list of regex strings")
+    compiled = []
+    for value in values:
+        try:
+            # MULTILINE so ^/$ mean line boundaries when a whole excerpt is searched.
+            compiled.append(re.compile(value, re.MULTILINE))
+        except re.error as exc:
+            raise ConfigError(f"{where}: bad regex in '{field}' {value!r}: {exc}") from exc
+    return tuple(compiled)
+
+
+def _required_literal(pattern: str) -> tuple[str, bool] | None:
+    """The longest literal text that every match of ``pattern`` contains, or None.
+
+    Conservative: only characters outside groups and classes count, a quantified
+    character is dropped, and a top-level alternation gives up.
+    """
+    ignorecase = False
+    flags = re.match(r"\(\?([aiLmsux]+)\)", pattern)
+    if flags:
+        if "x" in flags.group(1):
+            return None  # verbose patterns: spaces are not literal
+        ignorecase = "i" in flags.group(1)
+        pattern = pattern[flags.end() :]
+    if re.search(r"\\[xuUN0-9]", pattern):
+        return None  # character escapes and backreferences: not worth decoding here
+    runs, run, depth, i = [], "", 0, 0
+    try:
+        while i < len(pattern):
+            ch = pattern[i]
+            if ch == "\\" and not pattern[i + 1].isalnum():
+                char, i = pattern[i + 1], i + 2  # escaped punctuation is a literal
+            elif ch in "*?+{":
+                # the quantifier applies to the run's last character: optional ones go
+                minimum = re.match(r"\{(\d*)", pattern[i:]) if ch == "{" else None
+                if ch in "*?" or (minimum and int(minimum.group(1) or 0) == 0):
+                    run = run[:-1]
+                runs.append(run)
+                run = ""
+                i = pattern.index("}", i) + 1 if ch == "{" else i + 1
+                continue
+            elif ch == "|" and depth == 0:
+                return None
+            elif ch == "[":
+                end = i + 1 + (pattern[i + 1] == "^")
+                end = pattern.index("]", end + (pattern[end] == "]")) + 1
+                runs.append(run)
+                run, i = "", end
+                continue
+            elif ch == "\\" or ch in ".^$()|":
+                depth += (ch == "(") - (ch == ")")
+                runs.append(run)
+                run, i = "", i + (2 if ch == "\\" else 1)
+                continue
+            else:
+                char, i = ch, i + 1
+            if depth == 0:
+                run += char
+            else:
+                runs.append(run)
+                run = ""
+    except (IndexError, ValueError):
+        return None
+    runs.append(run)
+    best = max(runs, key=len)
+    if len(best) < 3:
+        return None
+    return (best.lower(), True) if ignorecase else (best, False)
+
+
+class _Groups(dict):
+    """Named groups for a rule template; a group the matching pattern lacks is empty."""
+
+    def __missing__(self, key: str) -> str:
+        return ""
+
+
+# --------------------------------------------------------------------------- masking
+# Protected tokens are swapped for single private-use characters while masking runs,
+# so no masking regex can touch them, and are put back at the end.
+
+_SENTINEL_BASE = 0xF0000
+
+
+class _Protected:
+    def __init__(self) -> None:
+        self.values: list[str] = []
+
+    def hide(self, value: str) -> str:
+        self.values.append(value)
+        return chr(_SENTINEL_BASE + len(self.values) - 1)
+
+    def hide_matches(self, regex: re.Pattern[str], text: str) -> str:
+        """Hide every match of ``regex``, or only its named groups when it has some."""
+
+        def replace(match: re.Match[str]) -> str:
+            whole = match.group(0)
+            spans = [match.span(g) for g in regex.groupindex if match.group(g)]
+            if not regex.groupindex:
+                return self.hide(whole)
+            start0 = match.start()
+            for start, end in sorted(spans, reverse=True):
+                a, b = start - start0, end - start0
+                whole = whole[:a] + self.hide(whole[a:b]) + whole[b:]
+            return whole
+
+        return regex.sub(replace, text)
+
+    def restore(self, text: str, sentinel: re.Pattern[str]) -> str:
+        return sentinel.sub(lambda m: self.values[ord(m.group(0)) - _SENTINEL_BASE], text)
+
+
+# Pattern tables are plain strings here and compiled once, on first use (_patterns()),
+# so importing this module stays cheap.
+
+# Tokens that decide the fix; never masked, wherever they appear.
+_KEEP = (
+    # shared library sonames: libcudart.so.11.0, libstdc++.so.6, ld-linux-x86-64.so.2
+    r"(?<![\w+.-])[\w+-][\w+.-]*\.so(?:\.\d+)*(?![\w.])",
+    # symbol versions: GLIBC_2.29, GLIBCXX_3.4.29, CXXABI_1.3.13, GCC_7.0.0, OMPI_2.0
+    r"\b[A-Z][A-Z0-9]*_\d+(?:\.\d+)+\b",
+    # module name/version: cuda/11.8, gcc/12.2.0, openmpi/4.1.5-gcc-12 (not inside a path,
+    # and not a "host/10.0.0.1" address)
+    r"(?<![\w/.:@-])[A-Za-z][\w.+-]*/(?!\d+\.\d+\.\d+\.\d+)\d[\w.+-]*(?![\w/])",
+    # CUDA architectures: sm_80, compute_90, sm_90a
+    r"\b(?:sm|compute|lto)_\d+[a-z]?\b",
+    # exception and error class names, possibly dotted: torch.OutOfMemoryError
+    r"\b(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Warning)\b",
+    # C/C++/CUDA headers: hdf5.h, cuda_runtime.h
+    r"\b[\w+-]+\.(?:h|hh|hpp|hxx|cuh)\b",
+    # CPU architectures, instruction sets, numeric types, text encodings
+    r"\b(?:x86_64|x86-64|aarch64|arm64|ppc64le|ppc64|i[3-6]86|amd64)\b",
+    r"(?i)\b(?:avx512\w*|avx2|sse4[._]?[12]|fma3?)\b",
+    r"\b(?:b?float|u?int|complex)(?:8|16|32|64|128)\b",
+    # interpreter versions name the environment: python3, python3.11
+    r"\bpython\d(?:\.\d+)?\b",
+    r"(?i)\butf-?(?:8|16|32)\b",
+)
+
+_URL = r"\b[A-Za-z][\w+.-]*://[^\s'\"<>()\[\]\U000F0000-\U000FFFFD]*"
+# Absolute and ~/./.. paths. A protected basename (a soname or header) stops the match,
+# so "/opt/x/lib/libstdc++.so.6" becomes "<PATH>/libstdc++.so.6".
+_PATH = r"(?<![\w.~/-])(?:~|\.\.?)?/[^\s'\"`‘’:,;()\[\]{}<>|=\U000F0000-\U000FFFFD]+"
+
+# Slurm and cluster contexts, applied in order before the generic rules.
+_CONTEXT = (
+    (r"\bslurmstepd-[\w.-]+:", "slurmstepd:"),
+    (r"\b((?:JobId|StepId|JobID|JobIdRaw|job_id|jobid)[=:]\s*)[\w+\[\]-]+(?:\.\w+)?", r"\1<JOBID>"),
+    (r"(?i)\b((?:job|step)s?\s+)\d+(?:_\d+|_\[[\d,-]+\])?(?:\+\d+)?(?:\.\w+)?\b", r"\1<JOBID>"),
+    (r"\b(ON )[\w.\[\],-]+( CANCELLED| AT)", r"\1<NODE>\2"),
+    (r"\b((?:srun|salloc|sbatch|slurmstepd): error: )[\w.\[\],-]+(: task)", r"\1<NODE>\2"),
+    # node lists: d09n08s[01-02], cs[100,101,102]
+    (r"\b[A-Za-z][\w.-]*\[[\d,-]+\][\w.-]*", "<NODE>"),
+    (r"\b((?:NodeList|NodeName|BatchHost|Node|node)(?:=|:\s+))(?!<)[\w.-]+", r"\1<NODE>"),
+    (r"\b([Nn]odes?\s+)(?!<)(?=[\w.-]*\d)[\w.\[\],-]+", r"\1<NODE>"),
+    (r"\b((?:Host|host|rhost|hostname)(?:=|:\s+))(?!<)[\w.-]+", r"\1<HOST>"),
+    # "[host:pid]" (Open MPI, PMIx, UCX; not "[file.c:123]") and NCCL's "host:pid:tid [gpu]"
+    (
+        r"\[(?![\w.-]*\.(?:c|cc|cpp|h|py|java|go|rs):)(?=[\w.-]*[A-Za-z])[\w.-]+:\d+(?::\d+)?\]",
+        "[<NODE>:<PID>]",
+    ),
+    (r"^[A-Za-z][\w.-]*:\d+:\d+ (?=\[\d+\])", "<NODE>:<PID>:<PID> "),
+    (r"(?i)\b(pid[=: ]\s*)\d+", r"\1<PID>"),
+    # user names: "for user alice", "user=alice", "invalid user bob", "UserId=alice(1001)"
+    (r"\b((?:[Uu]ser|USER)(?:Id)?(?:=|\s+))(?!<)[\w.-]+(?:\(\d+\))?", r"\1<USER>"),
+)
+
+_MONTH = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*"
+_DAY = r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)[a-z]*"
+_HOST_SUFFIX = (
+    "com|org|net|edu|gov|mil|io|local|localdomain|lan|internal|cluster|arpa|info|biz|us|eu|"
+    "uk|de|fr|jp|cn|au|ca|ch|nl|se|it|es|kr|ru|br|pl|be|at|dk|fi|no|tw|sg|in|il|nz|za|cz|"
+    "ie|pt|gr|hu|mx|ar|cl|hk|ro|ua|tr"
+)
+_GENERIC = (
+    # times and dates: 2021-08-17T15:09:00, 2005-06-03-15.42.50.675872, Sun Jul 10 03:12:31
+    (
+        r"\b\d{4}-\d{2}-\d{2}(?:[T ]|-(?=\d{2}\.))\d{2}[:.]\d{2}(?:[:.]\d{2}(?:[.,]\d+)?)?"
+        r"(?:Z|[+-]\d{2}:?\d{2})?\b",
+        "<TIME>",
+    ),
+    (
+        rf"\b(?:{_DAY},?\s+)?{_MONTH}\.?\s+\d{{1,2}}(?:,?\s+\d{{4}})?"
+        r"(?:\s+\d{1,2}:\d{2}(?::\d{2})?)?(?:\s+[A-Z]{3})?(?:\s+\d{4})?\b",
+        "<TIME>",
+    ),
+    (r"\b\d{4}-\d{2}-\d{2}\b|\b\d{1,2}/\d{1,2}/\d{2,4}\b", "<TIME>"),
+    (r"\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?\b", "<TIME>"),
+    # identifiers and addresses (an IP and a host name are the same field: <HOST>)
+    (r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b", "<UUID>"),
+    (r"\b[0-9a-fA-F]{2}(?::[0-9a-fA-F]{2}){5}\b", "<HEX>"),
+    (r"(?<![\w.])\d{1,3}(?:\.\d{1,3}){3}(?::\d{1,5})?(?![\w.])", "<HOST>"),
+    (rf"\b(?:[A-Za-z0-9-]+\.)+(?:{_HOST_SUFFIX})\b(?![\w.-])", "<HOST>"),
+    (r"\b0[xX][0-9a-fA-F]+\b", "<HEX>"),
+    # zero-padded fixed-width words are register/address dumps even when all digits
+    (r"(?<![\w.])0(?:[0-9a-fA-F]{7}|[0-9a-fA-F]{15})(?![\w.])", "<HEX>"),
+    # PCI addresses: 0000:3b:00.0
+    (r"\b(?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]\b", "<HEX>"),
+    (r"\b(?=[0-9a-fA-F]*[a-fA-F])(?=[0-9a-fA-F]*\d)[0-9a-fA-F]{8,}\b", "<HEX>"),
+    # sizes: 300MB, 44064K, 2.00 GiB, 384.0 B
+    (r"(?<![\w.])\d+(?:\.\d+)?\s?(?:[KMGTPE]i?B|[KMGTPE]|[kmgt]B|[KMGT]b|B|bytes?)(?!\w)", "<SIZE>"),
+)
+
+# Any remaining word that contains a digit: a number, or an id such as holy8a24101,
+# c5-1, attempt_1445_0020, blk_-1608. Short device names (eth0, ib0, tty2, alt0) are
+# kept: they name a fixed piece of hardware rather than an instance.
+_TOKEN = r"(?<![A-Za-z0-9_-])-?[A-Za-z0-9_]+(?:[.\-+][A-Za-z0-9_]+)*"
+_NUMBER = r"[-+]?\d+(?:[.,]\d+)*"
+_DEVICE = r"[A-Za-z]{1,5}\d"
+# A run of one placeholder ("<ID> <ID> <ID>", "<NUM>, <NUM>") is a list whose length varies.
+_PLACEHOLDER_RUN = r"(<[A-Z]+>)(?:[ ,]+\1)+"
+# "address (resolved name)": the name is empty when reverse DNS fails, still one field.
+_OPTIONAL_VALUE = r"(<HOST>) \((?:<HOST>)?\)"
+
+
+class _Compiled:
+    """The pattern tables above, compiled."""
+
+    def __init__(self) -> None:
+        self.keep = [re.compile(p) for p in _KEEP]
+        self.url = re.compile(_URL)
+        self.path = re.compile(_PATH)
+        self.substitutions = [(re.compile(p), r) for p, r in _CONTEXT + _GENERIC]
+        self.token = re.compile(_TOKEN)
+        self.number = re.compile(_NUMBER)
+        self.device = re.compile(_DEVICE)
+        self.digit = re.compile(r"\d")
+        self.spaces = re.compile(r"\s+")
+        self.placeholder_run = re.compile(_PLACEHOLDER_RUN)
+        self.optional_value = re.compile(_OPTIONAL_VALUE)
+        self.sentinel = re.compile("[\U000F0000-\U000FFFFD]")
+        self.ansi = re.compile(_ANSI)
+        self.errorish = re.compile(_ERRORISH)
+
+
+@lru_cache(maxsize=1)
+def _patterns() -> _Compiled:
+    return _Compiled()
+
+
+def _mask(text: str, rule: Rule | None) -> str:
+    """The template of one line: variable parts replaced by placeholders."""
+    c = _patterns()
+    protected = _Protected()
+    # the sentinel characters must not occur in the input itself
+    text = c.spaces.sub(" ", c.sentinel.sub("", text)).strip()
+    if rule is not None:
+        for regex in rule.keep:
+            text = protected.hide_matches(regex, text)
+        for regex in rule.mask:
+            placeholder = "<" + next(iter(regex.groupindex)).upper() + ">"
+            text = _replace_group(regex, text, protected.hide(placeholder))
+    for regex in c.keep:
+        text = protected.hide_matches(regex, text)
+    text = c.url.sub(lambda m: protected.hide("<URL>"), text)
+    text = c.path.sub(lambda m: "<PATH>/" if m.group(0).endswith("/") else "<PATH>", text)
+    for regex, replacement in c.substitutions:
+        text = regex.sub(replacement, text)
+    text = c.token.sub(lambda m: _mask_token(c, m.group(0)), text)
+    text = c.placeholder_run.sub(r"\1", text)
+    text = c.optional_value.sub(r"\1 (<HOST>)", text)
+    return protected.restore(text, c.sentinel)
+
+
+def _mask_token(c: _Compiled, token: str) -> str:
+    if not c.digit.search(token):
+        return token
+    if c.number.fullmatch(token):
+        return "<NUM>"
+    if c.device.fullmatch(token):
+        return token
+    return "<ID>"
+
+
+def _replace_group(regex: re.Pattern[str], text: str, replacement: str) -> str:
+    """Replace only the (single) named group of each match of ``regex``."""
+    name = next(iter(regex.groupindex))
+
+    def sub(match: re.Match[str]) -> str:
+        whole, start0 = match.group(0), match.start()
+        if match.group(name) is None:
+            return whole
+        a, b = match.start(name) - start0, match.end(name) - start0
+        return whole[:a] + replacement + whole[b:]
+
+    return regex.sub(sub, text)
+
+
+# --------------------------------------------------------------------------- classification
+
+_ANSI = r"\x1b\[[0-9;?]*[A-Za-z]"
+# Fallback decisive line when no rule matches: the last line that sounds like an error.
+_ERRORISH = (
+    r"(?i)\b(?:error|fatal|fail(?:ed|ure)?|abort(?:ed)?|exception|denied|cannot|can't|unable|"
+    r"killed|panic)\b"
+)
+
+
+def _clean(text: str) -> str:
+    """Drop terminal colours and keep only the last state of \\r-redrawn lines."""
+    text = _patterns().ansi.sub("", text)
+    lines = [line.rsplit("\r", 1)[-1] for line in text.replace("\r\n", "\n").split("\n")]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def _line_at(text: str, position: int) -> str:
+    start = text.rfind("\n", 0, position) + 1
+    end = text.find("\n", position)
+    return text[start : end if end != -1 else len(text)]
+
+
+def _decide(text: str, rules: tuple[Rule, ...]) -> tuple[Rule | None, re.Match[str] | None, str]:
+    """The first rule (in precedence order) that matches, its match and decisive line.
+
+    Within a rule, patterns are tried in order; for ``pick = "last"`` the last matching
+    line wins (the final exception of a traceback).
+    """
+    folded = text.lower()
+    for rule in rules:
+        for regex, needle in zip(rule.patterns, rule.needles):
+            if needle is not None and needle[0] not in (folded if needle[1] else text):
+                continue
+            if rule.pick == "last":
+                match = None
+                for match in regex.finditer(text):
+                    pass
+            else:
+                match = regex.search(text)
+            if match is not None:
+                return rule, match, _line_at(text, match.start())
+    lines = [line for line in text.split("\n") if line.strip()]
+    errorish = [line for line in lines if _patterns().errorish.search(line)]
+    return None, None, (errorish or lines or [""])[-1]
+
+
+def _signature(text: str, rules: tuple[Rule, ...] | None) -> Signature:
+    rules = load_rules() if rules is None else rules
+    rule, match, line = _decide(_clean(text), rules)
+    if rule is not None and rule.template is not None and match is not None:
+        groups = _Groups({k: v for k, v in match.groupdict().items() if v is not None})
+        template = _mask(rule.template.format_map(groups), rule)
+    else:
+        template = _mask(line, rule)
+    category = rule.category if rule is not None else UNKNOWN
+    digest = hashlib.sha256(f"{category}\n{template}".encode()).hexdigest()[:FINGERPRINT_CHARS]
+    return Signature(fingerprint=digest, template=template, category=category)
+
+
+# --------------------------------------------------------------------------- public API
+
+
+def fingerprint(text: str, rules: tuple[Rule, ...] | None = None) -> Signature:
+    """Signature of one error message (a multi-line text is treated as an excerpt)."""
+    return _signature(text, rules)
+
+
+def signature_of_block(text: str, rules: tuple[Rule, ...] | None = None) -> Signature:
+    """Signature of a log excerpt: the decisive line is chosen by rule precedence.
+
+    Slurm's verdict (OOM, time limit) beats what the program printed; a traceback is
+    represented by its final exception; with no rule matching, the last error-like line.
+    """
+    return _signature(text, rules)
+
+
+def normalize(text: str, rules: tuple[Rule, ...] | None = None) -> str:
+    """The template of ``text``: the same string ``fingerprint(text).template`` holds."""
+    return _signature(text, rules).template
+
+
+def categorize(text: str, rules: tuple[Rule, ...] | None = None) -> str:
+    """The failure class of ``text`` (``"unknown"`` when no rule matches)."""
+    rules = load_rules() if rules is None else rules
+    rule, _match, _line = _decide(_clean(text), rules)
+    return rule.category if rule is not None else UNKNOWN
