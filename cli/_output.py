@@ -8,8 +8,17 @@ from typing import Any
 
 from rich.console import Console
 
-stdout = Console(soft_wrap=True)
-stderr = Console(stderr=True, soft_wrap=True)
+# Markup and emoji codes are off: job names, logs and lessons are user data, and text
+# like "[red]" or ":cd:" in them must print as it is.
+stdout = Console(soft_wrap=True, markup=False, emoji=False, highlight=False)
+stderr = Console(stderr=True, soft_wrap=True, markup=False, emoji=False, highlight=False)
+
+
+def styled(markup: str):
+    """Rich Text from hpcmem's own markup (never from user data)."""
+    from rich.text import Text
+
+    return Text.from_markup(markup, emoji=False)
 
 
 def _default(value: Any) -> Any:
@@ -35,4 +44,6 @@ def info(message: str) -> None:
 
 
 def warn(message: str) -> None:
-    stderr.print(f"[yellow]Warning:[/yellow] {message}", highlight=False)
+    from rich.text import Text
+
+    stderr.print(Text("Warning: ", style="yellow") + Text(message))

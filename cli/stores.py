@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from hpcmem.cli._output import emit_json, stdout
+from hpcmem.cli._output import emit_json, stdout, styled
 from hpcmem.cli._state import STATE
 
 
@@ -20,7 +20,9 @@ def stores(json_: bool = typer.Option(False, "--json", help="Machine-readable ou
 
     table = Table("name", "scope", "url", "reachable", "schema", "journal")
     for info in infos:
-        reach = "[green]yes[/green]" if info.reachable else f"[red]no[/red] ({info.error})"
+        from rich.text import Text
+
+        reach = styled("[green]yes[/green]") if info.reachable else styled("[red]no[/red] ") + Text(f"({info.error})")
         schema = f"{info.revision or '-'}" + ("" if info.revision == info.head else f" (head {info.head})")
         table.add_row(info.name, info.scope, info.url, reach, schema, info.journal_mode or "-")
     stdout.print(table)

@@ -1,0 +1,26 @@
+"""`hpcmem fingerprint`: the signature of each message read from stdin, as JSONL."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from hpcmem.cli._output import emit_jsonl
+
+
+def fingerprint(
+    block: bool = typer.Option(False, "--block", help="Treat the whole input as one message (a traceback, a log excerpt)."),
+) -> None:
+    """Print {"fingerprint", "template", "category"} per message (one message per line by default)."""
+    from hpcmem.kb.redact import redact_text
+    from hpcmem.kb.signatures import fingerprint as fingerprint_of
+    from hpcmem.kb.signatures import signature_of_block
+
+    data = sys.stdin.buffer.read().decode("utf-8", errors="replace")
+    messages = [data] if block else [line for line in data.splitlines() if line.strip()]
+    for message in messages:
+        message = redact_text(message)  # a secret must not reach the template we print
+        sig = signature_of_block(message) if block else fingerprint_of(message)
+        emit_jsonl({"fingerprint": sig.fingerprint, "template": sig.template, "category": sig.category})
+    sys.stdout.flush()

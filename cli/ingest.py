@@ -1,0 +1,138 @@
+"""`hpcmem ingest sacct | logs`: read failures from the outside world into the user store."""
+
+from __future__ import annotations
+
+import datetime
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from hpcmem.cli._output import emit_json, stdout
+from hpcmem.cli._state import STATE
+
+app = typer.Typer(help="Mine Slurm accounting and job logs into occurrences and signatures.", no_args_is_help=True)
+
+
+def _target_store(scope: str):
+    return STATE.stack.by_scope(scope).open()
+
+
+class _CountingFile:
+    """Iterate a binary file's lines as text while counting bytes for the progress bar."""
+
+    def __init__(self, fh) -> None:
+        self.fh, self.bytes = fh, 0
+
+    def __iter__(self):
+        for raw in self.fh:
+            self.bytes += len(raw)
+            yield raw.decode("utf-8", errors="replace")
+
+
+@app.command("sacct")
+def ingest_sacct(
+    source: Optional[str] = typer.Argument(None, help="sacct --parsable2 output file, or - for stdin."),
+    live: bool = typer.Option(False, "--live", help="Run sacct here (needs sacct on PATH)."),
+    since: Optional[str] = typer.Option(None, "--since", help="With --live: sacct --starttime (e.g. now-1days, 2026-11-01)."),
+    all_users: bool = typer.Option(False, "--all-users", help="With --live: every user's jobs (sacct --allusers)."),
+    format_: Optional[str] = typer.Option(None, "--format", help="Field list of headerless input, as given to sacct --format."),
+    tz: Optional[str] = typer.Option(None, "--tz", help="Time zone the dump's times are in (e.g. America/New_York); default: this machine's."),
+    logs: bool = typer.Option(False, "--logs", help="Also scan each failed job's StdOut/StdErr file when sacct gives its path."),
+    scope: str = typer.Option("user", "--scope", help="Store to write: user, lab:NAME or cluster."),
+    json_: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+) -> None:
+    """Ingest sacct output: failures become occurrences, all jobs are kept in compact form."""
+    from hpcmem.ingest.sacct_ingest import ingest_sacct as run
+    from hpcmem.kb.errors import InputError
+
+    if live == (source is not None):
+        raise InputError("give either a FILE (or - for stdin) or --live")
+    if (since or all_users) and not live:
+        raise InputError("--since and --all-users only apply with --live")
+    fields = [f.strip() for f in format_.split(",") if f.strip()] if format_ else None
+    zone = _zone(tz)
+    cluster = STATE.config.get("cluster.name")
+    store = _target_store(scope)
+
+    from hpcmem.cli._progress import progress_bar
+
+    if live:
+        from hpcmem.ingest.sacct import run_live_sacct, sacct_version
+
+        lines = run_live_sacct(since=since, all_users=all_users, slurm_version=sacct_version())
+        with progress_bar("sacct --live", None) as update:
+            summary = run(store, lines, cluster=cluster, source="sacct --live", on_progress=update,
+                          scan_logs=logs, tz=datetime.timezone.utc)
+    elif source == "-":
+        with progress_bar("stdin", None) as update:
+            summary = run(store, sys.stdin, cluster=cluster, fields=fields, source="stdin", on_progress=update,
+                          scan_logs=logs, tz=zone)
+    else:
+        path = Path(source)
+        if not path.is_file():
+            raise InputError(f"{source}: no such file")
+        size = path.stat().st_size
+        with open(path, "rb") as fh, progress_bar(path.name, size, unit="B") as update:
+            counting = _CountingFile(fh)
+            summary = run(store, counting, cluster=cluster, fields=fields, source=str(path),
+                          on_progress=lambda _rows: update(counting.bytes), scan_logs=logs, tz=zone)
+    _report(summary, json_)
+
+
+@app.command("logs")
+def ingest_logs(
+    paths: List[str] = typer.Argument(..., help="Job log files or directories (slurm-%j.out, %x-%j.err ...)."),
+    job: Optional[str] = typer.Option(None, "--job", help="Job id the logs belong to (default: from the file name)."),
+    scope: str = typer.Option("user", "--scope", help="Store to write: user, lab:NAME or cluster."),
+    json_: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+) -> None:
+    """Extract the failure excerpt of each job log and link it to its job."""
+    from hpcmem.ingest.logs import ingest_logs as run
+
+    store = _target_store(scope)
+    summary = run(store, paths, cluster=STATE.config.get("cluster.name"), job_id=job)
+    _report(summary, json_)
+
+
+def _zone(name: str | None):
+    if name is None:
+        return None
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    from hpcmem.kb.errors import InputError
+
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise InputError(f"unknown time zone '{name}' (use an IANA name such as Europe/Berlin or UTC)") from None
+
+
+def _report(summary, json_: bool) -> None:
+    data = summary.as_dict()
+    if json_:
+        emit_json(data)
+        return
+    from rich.table import Table
+
+    table = Table(title=f"ingested {data['source']}", show_header=False)
+    data = dict(data)
+    labels = [
+        ("rows_read", "rows read"), ("files", "files"), ("jobs", "jobs"), ("failures", "failures"),
+        ("occurrences_new", "new occurrences"), ("occurrences_updated", "updated occurrences"),
+        ("signatures_new", "new signatures"), ("signatures_known", "known signatures"),
+        ("redactions", "secrets redacted"), ("logs_scanned", "logs scanned"), ("skipped", "skipped lines"), ("issue_count", "lines with problems"),
+        ("seconds", "seconds"),
+    ]
+    for key, label in labels:
+        if key in data:
+            table.add_row(label, f"{data[key]:,}" if isinstance(data[key], int) else str(data[key]))
+    stdout.print(table)
+    for issue in data.get("issues", [])[:20]:
+        where = f"line {issue['line']}" if "line" in issue else issue.get("path", "")
+        stdout.print(f"  {where}: {issue['reason']}")
+    shown = len(data.get("issues", [])[:20])
+    total = data.get("issue_count", data.get("skipped", 0))
+    if total > shown:
+        stdout.print(f"  ... and {total - shown} more")

@@ -1,0 +1,276 @@
+"""Write observed jobs and failures into a store, in batches, idempotently.
+
+Every reader (sacct, job logs, epilog spool) hands the recorder plain dicts: a compact
+job row for every job, and an occurrence row plus a failure message for failed jobs.
+The recorder fingerprints the message, upserts signatures, job records and occurrences
+keyed on (cluster, job_id), and keeps each signature's count equal to the number of
+occurrences pointing at it. Re-recording the same input changes nothing.
+
+A message from a job log is more specific than one synthesised from a sacct state, so
+an occurrence that already has a log excerpt keeps its log-derived signature when sacct
+data for the same job arrives later; the log wins in either order.
+
+Rows go through SQLAlchemy Core (executemany), not ORM objects: ingesting a million
+sacct rows must fit in a minute.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import Counter
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Iterable
+
+from sqlalchemy import bindparam, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+
+from hpcmem.kb.models import JobRecord, Occurrence, Signature
+from hpcmem.kb.redact import redact
+from hpcmem.kb.signatures import Signature as SignatureKey
+from hpcmem.kb.signatures import signature_of_block
+from hpcmem.kb.store import Store
+from hpcmem.kb.types import utcnow
+
+JOB_COLUMNS = tuple(c.name for c in JobRecord.__table__.columns if c.name != "id")
+OCCURRENCE_COLUMNS = tuple(
+    c.name for c in Occurrence.__table__.columns if c.name not in ("id", "signature_id", "observed_at")
+)
+# Free text that can carry secrets (tokens in submit lines, passwords in logs).
+REDACTED_FIELDS = ("message", "log_excerpt", "submit_line", "job_name", "work_dir", "log_path")
+# Ids per IN (...) query; well under SQLite's variable limit.
+CHUNK = 900
+
+
+@lru_cache(maxsize=65536)
+def _signature(message: str) -> SignatureKey:
+    # Failure messages repeat heavily across jobs; fingerprinting each once is enough.
+    return signature_of_block(message)
+
+
+@lru_cache(maxsize=65536)
+def _redact_cached(value: str) -> tuple[str, int]:
+    # Submit lines, work dirs and job names repeat across a user's many jobs.
+    result = redact(value)
+    return result.text, result.count
+
+
+@dataclass
+class RecordStats:
+    jobs: int = 0
+    failures: int = 0
+    occurrences_new: int = 0
+    occurrences_updated: int = 0
+    redactions: int = 0
+    new_signatures: set[str] = field(default_factory=set)
+    seen_signatures: set[str] = field(default_factory=set)
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "jobs": self.jobs,
+            "failures": self.failures,
+            "occurrences_new": self.occurrences_new,
+            "occurrences_updated": self.occurrences_updated,
+            "signatures_new": len(self.new_signatures),
+            "signatures_known": len(self.seen_signatures - self.new_signatures),
+            "redactions": self.redactions,
+        }
+
+
+class Recorder:
+    """Buffer jobs and failures; ``flush`` writes a batch in one transaction."""
+
+    def __init__(self, store: Store, batch_size: int = 5000) -> None:
+        self.store = store
+        self.batch_size = batch_size
+        self.stats = RecordStats()
+        self._jobs: dict[tuple[str, str], dict[str, Any]] = {}
+        self._failures: dict[tuple[str, str], dict[str, Any]] = {}
+        insert = postgresql.insert if store.dialect == "postgresql" else sqlite.insert
+        self._insert = insert
+
+    # -- input ------------------------------------------------------------------------
+    def add(self, job: dict[str, Any] | None, failure: dict[str, Any] | None = None) -> None:
+        """Queue one job row and, for a failed job, its occurrence row (with ``message``)."""
+        if job is not None:
+            self._jobs[(job["cluster"], job["job_id"])] = self._redacted(job)
+            self.stats.jobs += 1
+        if failure is not None:
+            self._failures[(failure["cluster"], failure["job_id"])] = self._redacted(failure)
+            self.stats.failures += 1
+        if len(self._jobs) + len(self._failures) >= self.batch_size:
+            self.flush()
+
+    def _redacted(self, row: dict[str, Any]) -> dict[str, Any]:
+        for key in REDACTED_FIELDS:
+            value = row.get(key)
+            if value:
+                clean, count = _redact_cached(value)
+                if count:
+                    row[key] = clean
+                    self.stats.redactions += count
+        return row
+
+    # -- output -----------------------------------------------------------------------
+    def flush(self) -> None:
+        if not self._jobs and not self._failures:
+            return
+        jobs, failures = list(self._jobs.values()), list(self._failures.values())
+        self._jobs, self._failures = {}, {}
+        with self.store.transaction() as session:
+            conn = session.connection()
+            if jobs:
+                self._upsert_jobs(conn, jobs)
+            if failures:
+                self._write_failures(conn, failures)
+
+    def _upsert_jobs(self, conn, jobs: list[dict[str, Any]]) -> None:
+        rows = [{c: job.get(c) for c in JOB_COLUMNS} for job in jobs]
+        for row in rows:
+            row["failed"] = bool(row["failed"])
+        stmt = self._insert(JobRecord.__table__)
+        stmt = stmt.on_conflict_do_update(
+            index_elements=["cluster", "job_id"],
+            set_={c: stmt.excluded[c] for c in JOB_COLUMNS if c not in ("cluster", "job_id")},
+        )
+        conn.execute(stmt, rows)
+
+    def _write_failures(self, conn, failures: list[dict[str, Any]]) -> None:
+        keys = {(f["cluster"], f["job_id"]): _signature(f.get("message") or f"job state {f.get('state') or 'FAILED'}")
+                for f in failures}
+        sig_ids = self._ensure_signatures(conn, failures, keys)
+        existing = self._existing_occurrences(conn, failures)
+        delta: Counter[int] = Counter()
+        inserts, updates = [], []
+        for failure in failures:
+            row = {c: failure.get(c) for c in OCCURRENCE_COLUMNS}
+            sig_id = sig_ids[keys[(failure["cluster"], failure["job_id"])].fingerprint]
+            old = existing.get((failure["cluster"], failure["job_id"]))
+            if old is None:
+                row["state"] = row.get("state") or "FAILED"  # a log alone says the job failed
+                row["signature_id"] = sig_id
+                row["observed_at"] = utcnow()
+                inserts.append(row)
+                delta[sig_id] += 1
+                continue
+            old_id, old_sig, old_has_log = old
+            if old_has_log and not row.get("log_excerpt"):
+                # Keep the more specific, log-derived signature and text.
+                sig_id = old_sig
+                for key in ("message", "log_excerpt", "log_path"):
+                    row.pop(key, None)
+            if sig_id != old_sig:
+                delta[sig_id] += 1
+                if old_sig is not None:
+                    delta[old_sig] -= 1
+            # Merge, never erase: a later source that lacks a value keeps the known one.
+            row = {k: v for k, v in row.items() if v is not None and k != "source"}
+            row["signature_id"] = sig_id
+            row["_id"] = old_id
+            updates.append(row)
+        if inserts:
+            conn.execute(Occurrence.__table__.insert(), inserts)
+            self.stats.occurrences_new += len(inserts)
+        for row in updates:  # rows differ in which columns they carry; few in practice
+            oid = row.pop("_id")
+            conn.execute(update(Occurrence.__table__).where(Occurrence.__table__.c.id == oid).values(**row))
+        self.stats.occurrences_updated += len(updates)
+        self._apply_counts(conn, delta, failures, keys, sig_ids)
+
+    def _ensure_signatures(self, conn, failures, keys: dict[str, SignatureKey]) -> dict[str, int]:
+        table = Signature.__table__
+        by_fp = {key.fingerprint: key for key in keys.values()}
+        ids = self._signature_ids(conn, list(by_fp))
+        missing = [fp for fp in by_fp if fp not in ids]
+        if missing:
+            times = _times_by_fingerprint(failures, keys)
+            now = utcnow()
+            rows = [
+                {"fingerprint": fp, "category": by_fp[fp].category, "template": by_fp[fp].template, "count": 0,
+                 "first_seen": times.get(fp, (now, now))[0], "last_seen": times.get(fp, (now, now))[1]}
+                for fp in missing
+            ]
+            stmt = self._insert(table).on_conflict_do_nothing(index_elements=["fingerprint"])
+            conn.execute(stmt, rows)
+            ids.update(self._signature_ids(conn, missing))
+            self.stats.new_signatures.update(missing)
+        self.stats.seen_signatures.update(by_fp)
+        return ids
+
+    @staticmethod
+    def _signature_ids(conn, fingerprints: list[str]) -> dict[str, int]:
+        table = Signature.__table__
+        ids: dict[str, int] = {}
+        for chunk in _chunks(fingerprints):
+            for sid, fp in conn.execute(select(table.c.id, table.c.fingerprint).where(table.c.fingerprint.in_(chunk))):
+                ids[fp] = sid
+        return ids
+
+    @staticmethod
+    def _existing_occurrences(conn, failures) -> dict[tuple[str, str], tuple[int, int | None, bool]]:
+        table = Occurrence.__table__
+        found: dict[tuple[str, str], tuple[int, int | None, bool]] = {}
+        by_cluster: dict[str, list[str]] = {}
+        for f in failures:
+            by_cluster.setdefault(f["cluster"], []).append(f["job_id"])
+        for cluster, job_ids in by_cluster.items():
+            for chunk in _chunks(job_ids):
+                query = select(table.c.id, table.c.job_id, table.c.signature_id, table.c.log_excerpt.is_not(None)).where(
+                    table.c.cluster == cluster, table.c.job_id.in_(chunk)
+                )
+                for oid, job_id, sig, has_log in conn.execute(query):
+                    found[(cluster, job_id)] = (oid, sig, bool(has_log))
+        return found
+
+    @staticmethod
+    def _apply_counts(conn, delta: Counter[int], failures, keys, sig_ids) -> None:
+        table = Signature.__table__
+        times = _times_by_fingerprint(failures, keys)
+        rows = []
+        for fp, sid in sig_ids.items():
+            first, last = times.get(fp, (None, None))
+            rows.append({"_sid": sid, "_delta": delta.get(sid, 0), "_first": first, "_last": last})
+        for sid, change in delta.items():  # signatures that only lost occurrences
+            if sid not in sig_ids.values() and change:
+                rows.append({"_sid": sid, "_delta": change, "_first": None, "_last": None})
+        if not rows:
+            return
+        from sqlalchemy import case, func
+
+        stmt = (
+            update(table)
+            .where(table.c.id == bindparam("_sid"))
+            .values(
+                count=table.c.count + bindparam("_delta"),
+                first_seen=case((bindparam("_first", type_=table.c.first_seen.type).is_(None), table.c.first_seen),
+                                else_=func.min(table.c.first_seen, bindparam("_first", type_=table.c.first_seen.type))
+                                if conn.dialect.name == "sqlite"
+                                else func.least(table.c.first_seen, bindparam("_first", type_=table.c.first_seen.type))),
+                last_seen=case((bindparam("_last", type_=table.c.last_seen.type).is_(None), table.c.last_seen),
+                               else_=func.max(table.c.last_seen, bindparam("_last", type_=table.c.last_seen.type))
+                               if conn.dialect.name == "sqlite"
+                               else func.greatest(table.c.last_seen, bindparam("_last", type_=table.c.last_seen.type))),
+            )
+        )
+        conn.execute(stmt, rows)
+
+    def close(self) -> RecordStats:
+        self.flush()
+        return self.stats
+
+
+def _times_by_fingerprint(failures, keys) -> dict[str, tuple[dt.datetime, dt.datetime]]:
+    times: dict[str, tuple[dt.datetime, dt.datetime]] = {}
+    for f in failures:
+        when = f.get("end_time") or f.get("start_time") or f.get("submit_time")
+        if when is None:
+            continue
+        fp = keys[(f["cluster"], f["job_id"])].fingerprint
+        first, last = times.get(fp, (when, when))
+        times[fp] = (min(first, when), max(last, when))
+    return times
+
+
+def _chunks(items: list, size: int = CHUNK) -> Iterable[list]:
+    for start in range(0, len(items), size):
+        yield items[start:start + size]
