@@ -38,6 +38,7 @@ def ingest_sacct(
     since: Optional[str] = typer.Option(None, "--since", help="With --live: sacct --starttime (e.g. now-1days, 2026-11-01)."),
     all_users: bool = typer.Option(False, "--all-users", help="With --live: every user's jobs (sacct --allusers)."),
     format_: Optional[str] = typer.Option(None, "--format", help="Field list of headerless input, as given to sacct --format."),
+    delimiter: str = typer.Option("|", "--delimiter", help="Field separator, as given to sacct --delimiter (e.g. '^|^')."),
     tz: Optional[str] = typer.Option(None, "--tz", help="Time zone the dump's times are in (e.g. America/New_York); default: this machine's."),
     logs: bool = typer.Option(False, "--logs", help="Also scan each failed job's StdOut/StdErr file when sacct gives its path."),
     scope: str = typer.Option("user", "--scope", help="Store to write: user, lab:NAME or cluster."),
@@ -68,7 +69,7 @@ def ingest_sacct(
     elif source == "-":
         with progress_bar("stdin", None) as update:
             summary = run(store, sys.stdin, cluster=cluster, fields=fields, source="stdin", on_progress=update,
-                          scan_logs=logs, tz=zone)
+                          scan_logs=logs, tz=zone, delimiter=delimiter)
     else:
         path = Path(source)
         if not path.is_file():
@@ -77,7 +78,8 @@ def ingest_sacct(
         with open(path, "rb") as fh, progress_bar(path.name, size, unit="B") as update:
             counting = _CountingFile(fh)
             summary = run(store, counting, cluster=cluster, fields=fields, source=str(path),
-                          on_progress=lambda _rows: update(counting.bytes), scan_logs=logs, tz=zone)
+                          on_progress=lambda _rows: update(counting.bytes), scan_logs=logs, tz=zone,
+                          delimiter=delimiter)
     _report(summary, json_)
 
 

@@ -259,7 +259,11 @@ class SacctReader:
         tz: tzinfo | None = None,
         on_issue: Callable[[ParseIssue], None] | None = None,
         trailing_delimiter: bool | None = None,
+        delimiter: str = "|",
     ):
+        if not delimiter:
+            raise InputError("the sacct delimiter must not be empty")
+        self._delim = delimiter
         self._lines = lines
         self._given_fields = tuple(fields) if fields is not None else None
         self._on_issue = on_issue
@@ -297,13 +301,14 @@ class SacctReader:
         current_id = None
         orphan_of = None
         rows = 0  # self.rows_read, updated whenever a job is handed out
+        delim = self._delim
         for line_no, line in enumerate(lines, first_data_line):
             line = line.rstrip("\r\n")
             if not line:
                 continue
-            if trailing and line[-1] == "|":
-                line = line[:-1]
-            parts = line.split("|")
+            if trailing and line.endswith(delim):
+                line = line[: -len(delim)]
+            parts = line.split(delim)
             rows += 1
             if len(parts) != n:
                 parts = self._fit_width(parts, line_no, line)
@@ -349,7 +354,7 @@ class SacctReader:
             line = line.rstrip("\r\n")
             if not line:
                 continue
-            names = line.split("|")
+            names = line.split(self._delim)
             looks_like_header = any(n.strip().lower() in ("jobid", "jobidraw") for n in names)
             if self._given_fields is None:
                 if not looks_like_header:
@@ -358,7 +363,7 @@ class SacctReader:
                         hint="pass the --format field list as fields=[...] for --noheader output",
                     )
                 if self._trailing is None:
-                    self._trailing = line.endswith("|")
+                    self._trailing = line.endswith(self._delim)
                 if self._trailing and names[-1] == "":
                     names.pop()
                 self._set_layout(names)
@@ -367,7 +372,7 @@ class SacctReader:
             given = [f.strip().lower() for f in self._given_fields]
             if looks_like_header and [n.strip().lower() for n in names if n] == given:
                 if self._trailing is None:
-                    self._trailing = line.endswith("|")
+                    self._trailing = line.endswith(self._delim)
                 return line_no + 1, None
             return line_no, line  # headerless: this line is the first data row
         return None
@@ -400,7 +405,7 @@ class SacctReader:
         if len(parts) > n and self._free_text_at is not None:
             # A '|' inside free text (e.g. SubmitLine of `--wrap="a | b"`).
             at, extra = self._free_text_at, len(parts) - n
-            return parts[:at] + ["|".join(parts[at : at + extra + 1])] + parts[at + extra + 1 :]
+            return parts[:at] + [self._delim.join(parts[at : at + extra + 1])] + parts[at + extra + 1 :]
         self._issue(line_no, f"expected {n} fields, found {len(parts)}", line)
         self.rows_skipped += 1
         return None

@@ -119,6 +119,7 @@ def ingest_sacct(
     on_progress: Callable[[int], None] | None = None,
     scan_logs: bool = False,
     tz: tzinfo | None = None,
+    delimiter: str = "|",
 ) -> IngestSummary:
     """Read sacct ``--parsable2`` lines into ``store``; returns what happened.
 
@@ -132,7 +133,7 @@ def ingest_sacct(
         if len(summary.issues) < MAX_REPORTED_ISSUES:
             summary.issues.append({"line": issue.line_no, "reason": issue.reason})
 
-    reader = SacctReader(lines, fields, tz=tz, on_issue=on_issue)
+    reader = SacctReader(lines, fields, tz=tz, on_issue=on_issue, delimiter=delimiter)
     recorder = Recorder(store, batch_size=batch_size)
     for n, job in enumerate(reader, 1):
         job_cluster = job.cluster or cluster

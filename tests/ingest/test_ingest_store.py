@@ -209,3 +209,21 @@ def test_expand_log_path(pattern: str, expected: str):
 def test_expand_log_path_for_array_tasks():
     assert expand_log_path("slurm-%A_%a.out", "52067_7") == "slurm-52067_7.out"
     assert expand_log_path("job-%j.out", "52067_7") == "job-52067.out"
+
+
+def test_sacct_logs_option_reads_the_paths_sacct_gives(store_factory, tmp_path: Path):
+    """StdOut/StdErr patterns (%x-%j) are expanded and opened directly; missing logs are fine."""
+    (tmp_path / "train-900.err").write_text((LOGS / "fail-3.err").read_text())
+    header = "JobID|JobName|User|State|ExitCode|DerivedExitCode|Elapsed|ReqMem|MaxRSS|WorkDir|StdOut|StdErr|Submit|Start|End"
+    rows = [
+        f"900|train|alice|FAILED|3:0|0:0|00:00:02|1G||{tmp_path}|{tmp_path}/%x-%j.out|{tmp_path}/%x-%j.err|2026-11-30T01:00:00|2026-11-30T01:00:01|2026-11-30T01:00:03",
+        "900.batch|batch||FAILED|3:0||00:00:02||1024K|||||2026-11-30T01:00:01|2026-11-30T01:00:03",
+        f"901|gone|alice|FAILED|1:0|0:0|00:00:02|1G||{tmp_path}|{tmp_path}/missing-%j.out|{tmp_path}/missing-%j.out|2026-11-30T01:00:00|2026-11-30T01:00:01|2026-11-30T01:00:03",
+    ]
+    store = store_factory().open()
+    summary = ingest_sacct(store, [header, *rows], cluster="testcl", tz=UTC, scan_logs=True)
+    assert summary.failures == 2 and summary.logs_scanned == 4
+    occ = occurrences(store)
+    assert occ["900"].log_path == f"{tmp_path}/train-900.err"
+    assert signature_of(store, occ["900"]).category == "python_exception"
+    assert occ["901"].log_excerpt is None and signature_of(store, occ["901"]).category == "nonzero_exit"
