@@ -133,7 +133,8 @@ _KINDS: tuple[_Kind, ...] = (
     _kind("cuda_oom",
           r"CUDA out of memory|CUDA error: out of memory|CUDA_ERROR_OUT_OF_MEMORY"
           r"|cudaErrorMemoryAllocation|CUBLAS_STATUS_ALLOC_FAILED|RESOURCE_EXHAUSTED: Out of memory",
-          ("CUDA out of memory", "CUDA error", "CUDA_ERROR_", "Error", "CUBLAS_STATUS_", "RESOURCE_EXHAUSTED")),
+          ("CUDA out of memory", "CUDA error", "CUDA_ERROR_", "Error", "CUBLAS_STATUS_",
+           "RESOURCE_EXHAUSTED")),
     _kind("cuda",
           r"CUDA error|CUDA_ERROR_[A-Z_]+|cudaError[A-Z]\w*|CUDA driver version is insufficient"
           r"|no CUDA-capable device|CUDA initialization|CUBLAS_STATUS_(?!SUCCESS)[A-Z_]+"
@@ -166,7 +167,8 @@ _KINDS: tuple[_Kind, ...] = (
           r"version .{1,3}(?:GLIBCXX|GLIBC|CXXABI|GCC|GFORTRAN)_[0-9.]{1,12}.{1,3} not found",
           ("GLIBC", "CXXABI_", "GCC_", "GFORTRAN_")),
     _kind("link_error",
-          r"undefined reference to|\bld(?:\.\w+)?: cannot find|ld returned \d+ exit status|multiple definition of",
+          r"undefined reference to|\bld(?:\.\w+)?: cannot find|ld returned \d+ exit status"
+          r"|multiple definition of",
           (": undefined reference to", ": cannot find", ": error", ": multiple definition of")),
     _kind("compiler_error",
           r"^\S+\.(?:c|cc|cpp|cxx|c\+\+|C|h|hh|hpp|hxx|f|F|for|f77|f90|F90|f95|f03|f08|cu|cuh)"
@@ -279,6 +281,7 @@ def iter_log_paths(paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[s
 def scan_log(path: str | os.PathLike[str]) -> LogExcerpt:
     """Read the head and tail of one job log and return its failure excerpt.
 
+    The file is opened once; a log without any error line gives an empty excerpt.
     Raises InputError when the file cannot be opened or is a directory.
     """
     name = os.fspath(path)
@@ -312,7 +315,7 @@ def scan_log(path: str | os.PathLike[str]) -> LogExcerpt:
         excerpt=excerpt,
         first_error=first_error,
         kinds=kinds,
-        lines_scanned=lines_scanned if bytes_read else 0,
+        lines_scanned=lines_scanned,
         bytes_read=bytes_read,
         truncated=cut or not whole,
         file_size=info.st_size,
@@ -324,7 +327,9 @@ def scan_log(path: str | os.PathLike[str]) -> LogExcerpt:
 
 @dataclass
 class _Region:
-    offset: int  # file offset of data[1] minus one (before NUL/ANSI removal)
+    # File offset of data[1], minus one. Offsets inside data are shifted by the NUL/ANSI
+    # bytes removed; they only order blocks and tell adjacent ones apart.
+    offset: int
     # Cleaned bytes (no NUL, no ANSI escapes) after a sentinel b"\n", so that every line,
     # the first included, follows a newline: anchors such as "\nfatal" then find it.
     data: bytes
@@ -355,8 +360,9 @@ def _read_regions(fd: int, size: int | None) -> tuple[list[_Region], int, bool]:
     if size is None or size <= HEAD_LIMIT + TAIL_LIMIT:
         # Small file (or a pipe): read it whole, but never more than the two bounds.
         data = _read_exact(fd, HEAD_LIMIT + TAIL_LIMIT)
-        whole = len(os.read(fd, 1)) == 0 if size is None else len(data) >= size
-        return [_Region(-1, b"\n" + _clean_bytes(data))], len(data), whole
+        extra = os.read(fd, 1) if size is None else b""  # a pipe has no size: is there more?
+        whole = not extra if size is None else len(data) >= size
+        return [_Region(-1, b"\n" + _clean_bytes(data))], len(data) + len(extra), whole
 
     head, head_read, head_has_error = _scan_head(fd)
     # One positioned read for the tail. It starts one byte early: if that byte is a

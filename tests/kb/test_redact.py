@@ -202,3 +202,19 @@ def test_clean_log_text_passes_through_unchanged() -> None:
     for name in ("slurm-4410231.out", "ddp-4410388.err", "build-4410715.out", "oom-4.out"):
         text = (SAMPLES / name).read_text()
         assert redact_text(text) == text, name
+
+
+def test_long_text_with_a_key_block_across_piece_boundaries() -> None:
+    # Long texts are redacted in ~4 KiB pieces; a key block must not be split by them.
+    filler = "".join(f"step {i} loss=0.{i:04d} lr=3e-4\n" for i in range(150))  # ~4.4 KB
+    text = (filler[:4000] + "\n" + RSA_BLOCK + "\n" + filler + f"export HF_TOKEN={HF}\n" + filler
+            + f"AWS_ACCESS_KEY_ID={AWS_ID}\n")
+    assert len(text) > 3 * 4096
+    result = redact(text)
+    for secret in (PEM_BODY[:64], PEM_BODY[-64:], HF, AWS_ID):
+        assert secret not in result.text
+    assert result.count == 3
+    assert result.kinds == ("private_key", "aws_access_key_id", "huggingface_token")  # rule order
+    assert result.text.count("\n") == text.count("\n") - RSA_BLOCK.count("\n")
+    assert redact(result.text).count == 0
+    assert redact_text(text) == result.text
