@@ -41,6 +41,7 @@ def ingest_sacct(
     delimiter: str = typer.Option("|", "--delimiter", help="Field separator, as given to sacct --delimiter (e.g. '^|^')."),
     tz: Optional[str] = typer.Option(None, "--tz", help="Time zone the dump's times are in (e.g. America/New_York); default: this machine's."),
     logs: bool = typer.Option(False, "--logs", help="Also scan each failed job's StdOut/StdErr file when sacct gives its path."),
+    learn: bool = typer.Option(True, "--learn/--no-learn", help="Afterwards, learn fixes from failed jobs and their successful resubmissions."),
     scope: str = typer.Option("user", "--scope", help="Store to write: user, lab:NAME or cluster."),
     json_: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
@@ -80,6 +81,10 @@ def ingest_sacct(
             summary = run(store, counting, cluster=cluster, fields=fields, source=str(path),
                           on_progress=lambda _rows: update(counting.bytes), scan_logs=logs, tz=zone,
                           delimiter=delimiter)
+    if learn and summary.failures:
+        from hpcmem.kb.learn import learn_from_history
+
+        summary.learned = learn_from_history(store).as_dict()
     _report(summary, json_)
 
 
@@ -127,10 +132,14 @@ def _report(summary, json_: bool) -> None:
         ("redactions", "secrets redacted"), ("logs_scanned", "logs scanned"), ("skipped", "skipped lines"), ("issue_count", "lines with problems"),
         ("seconds", "seconds"),
     ]
+    learned = data.pop("learned", None)
     for key, label in labels:
         if key in data:
             table.add_row(label, f"{data[key]:,}" if isinstance(data[key], int) else str(data[key]))
     stdout.print(table)
+    if learned:
+        stdout.print(f"learned from resubmissions: {learned['lessons_created']} new lesson(s), "
+                     f"{learned['lessons_confirmed']} confirmed")
     for issue in data.get("issues", [])[:20]:
         where = f"line {issue['line']}" if "line" in issue else issue.get("path", "")
         stdout.print(f"  {where}: {issue['reason']}")

@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from hpcmem import __version__
-from hpcmem.cli import config_cmd, db, fingerprint, ingest, stores
+from hpcmem.cli import config_cmd, db, fingerprint, ingest, learn, recall, record, stores
 from hpcmem.cli._errors import EXIT_ERROR, report_error
 from hpcmem.cli._state import STATE
 
@@ -19,6 +19,9 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,  # DSNs and secrets must never reach a traceback
     context_settings={"help_option_names": ["-h", "--help"]},
 )
+app.command("recall")(recall.recall)
+app.command("record")(record.record)
+app.command("learn")(learn.learn)
 app.add_typer(ingest.app, name="ingest")
 app.command("fingerprint")(fingerprint.fingerprint)
 app.add_typer(db.app, name="db")

@@ -37,6 +37,7 @@ class IngestSummary:
     issue_count: int = 0
     issues: list[dict[str, Any]] = field(default_factory=list)
     seconds: float = 0.0
+    learned: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)

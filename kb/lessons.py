@@ -1,0 +1,178 @@
+"""Lessons: context / cause / fix records attached to a signature, with provenance.
+
+Every lesson that enters a store passes the same gate, whoever wrote it:
+
+- text is redacted (no secret is ever stored) and sanitised (no ANSI, control or
+  invisible characters; capped lengths), because recalled text is data shown to agents;
+- the fix is linted for weakened safeguards and the text checked for instruction-like
+  injections; the flags are kept on the lesson and shown wherever it is recalled;
+- actions are validated; conditions are normalised;
+- an audit entry records who created it, when, and what it said.
+
+Initial status and confidence depend on the source: what an agent writes or hpcmem
+infers starts as a *candidate*; curated lessons start *validated*.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from hpcmem.kb.actions import validate_action
+from hpcmem.kb.errors import InputError
+from hpcmem.kb.models import LESSON_SOURCES, AuditEntry, Lesson, LessonCondition, LessonEvidence, Signature
+from hpcmem.kb.redact import redact_text
+from hpcmem.kb.safety import detect_injection, lint_fix, sanitize_text
+from hpcmem.kb.store import Store
+from hpcmem.kb.types import utcnow
+
+MAX_TEXT = 4000  # cause, fix, context
+MAX_TEMPLATE = 2000
+
+INITIAL_STATUS = {"curated": "validated", "rule": "validated", "human": "candidate", "agent": "candidate",
+                  "inferred": "candidate", "log": "candidate"}
+INITIAL_CONFIDENCE = {"curated": 0.8, "rule": 0.5, "human": 0.6, "agent": 0.45, "inferred": 0.5, "log": 0.3}
+CONDITION_KINDS = ("module", "partition", "partition_limit", "cluster", "application")
+
+
+@dataclass
+class Condition:
+    kind: str
+    name: str
+    value: str | None = None
+    op: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "name": self.name, "value": self.value, "op": self.op}
+
+
+@dataclass
+class LessonDraft:
+    """What a caller knows about a new lesson; ``record_lesson`` does the rest."""
+
+    fingerprint: str
+    template: str
+    category: str
+    cause: str
+    fix: str
+    source: str
+    author: str | None = None
+    context: str | None = None
+    actions: list[dict[str, Any]] = field(default_factory=list)
+    conditions: list[Condition] = field(default_factory=list)
+    scope: str = "user"
+    scope_name: str | None = None
+    status: str | None = None
+    confidence: float | None = None
+    valid_until: dt.datetime | None = None
+    evidence: list[dict[str, Any]] = field(default_factory=list)  # {kind, occurrence_id?, job_id?, note?}
+
+
+def clean_text(text: str | None, limit: int = MAX_TEXT) -> str | None:
+    """Redact secrets, strip control/invisible characters, cap the length."""
+    if text is None:
+        return None
+    return sanitize_text(redact_text(text), limit)
+
+
+def safety_flags(cause: str, fix: str, actions: list[dict[str, Any]], owner: str | None) -> list[dict[str, str]]:
+    flags = [f.to_dict() for f in lint_fix(fix, actions, owner=owner)]
+    for text in (cause, fix):
+        flags += [f.to_dict() for f in detect_injection(text)]
+    unique: dict[tuple[str, str], dict[str, str]] = {}
+    for flag in flags:
+        unique.setdefault((flag["code"], flag.get("where", "text")), flag)
+    return list(unique.values())
+
+
+def ensure_signature(session: Session, fingerprint: str, template: str, category: str) -> Signature:
+    sig = session.scalars(select(Signature).where(Signature.fingerprint == fingerprint)).one_or_none()
+    if sig is None:
+        now = utcnow()
+        sig = Signature(fingerprint=fingerprint, template=clean_text(template, MAX_TEMPLATE), category=category,
+                        count=0, first_seen=now, last_seen=now)
+        session.add(sig)
+        session.flush()
+    return sig
+
+
+def audit(session: Session, actor: str, action: str, lesson_id: str, before: dict | None, after: dict | None,
+          reason: str | None = None) -> None:
+    session.add(AuditEntry(actor=actor, action=action, object_type="lesson", object_id=lesson_id,
+                           before=before, after=after, reason=reason))
+
+
+def record_lesson(store: Store, draft: LessonDraft, *, actor: str) -> dict[str, Any]:
+    """Store a new lesson; returns it as a dict (``lesson_to_dict``)."""
+    if draft.source not in LESSON_SOURCES:
+        raise InputError(f"unknown lesson source '{draft.source}' (one of {', '.join(LESSON_SOURCES)})")
+    cause, fix = clean_text(draft.cause), clean_text(draft.fix)
+    if not cause or not fix:
+        raise InputError("a lesson needs both a cause and a fix")
+    actions = [validate_action(a) for a in draft.actions]
+    actions = [{k: clean_text(v, 500) if isinstance(v, str) else v for k, v in a.items()} for a in actions]
+    for cond in draft.conditions:
+        if cond.kind not in CONDITION_KINDS:
+            raise InputError(f"unknown condition kind '{cond.kind}'")
+    flags = safety_flags(cause, fix, actions, owner=draft.author if draft.scope == "user" else None)
+    with store.transaction() as session:
+        sig = ensure_signature(session, draft.fingerprint, draft.template, draft.category)
+        now = utcnow()
+        lesson = Lesson(
+            id=str(uuid.uuid4()), signature_id=sig.id, fingerprint=draft.fingerprint, scope=draft.scope,
+            scope_name=draft.scope_name, context=clean_text(draft.context), cause=cause, fix=fix, actions=actions,
+            status=draft.status or INITIAL_STATUS[draft.source],
+            confidence=draft.confidence if draft.confidence is not None else INITIAL_CONFIDENCE[draft.source],
+            source=draft.source, author=draft.author, safety_flags=flags, created_at=now, updated_at=now,
+            valid_until=draft.valid_until,
+        )
+        lesson.conditions = [LessonCondition(kind=c.kind, name=c.name, value=c.value, op=c.op) for c in draft.conditions]
+        lesson.evidence = [
+            LessonEvidence(kind=e.get("kind", "occurrence"), occurrence_id=e.get("occurrence_id"), job_id=e.get("job_id"),
+                           actor=actor, note=clean_text(e.get("note"), 500))
+            for e in draft.evidence
+        ]
+        session.add(lesson)
+        session.flush()
+        result = lesson_to_dict(lesson, sig)
+        audit(session, actor, "create", lesson.id, None, result)
+    return result
+
+
+def lesson_to_dict(lesson: Lesson, sig: Signature | None = None) -> dict[str, Any]:
+    sig = sig or lesson.signature
+    return {
+        "lesson_id": lesson.id,
+        "fingerprint": lesson.fingerprint,
+        "category": sig.category if sig is not None else None,
+        "template": sig.template if sig is not None else None,
+        "scope": lesson.scope,
+        "scope_name": lesson.scope_name,
+        "context": lesson.context,
+        "cause": lesson.cause,
+        "fix": lesson.fix,
+        "actions": list(lesson.actions or []),
+        "conditions": [
+            {"kind": c.kind, "name": c.name, "value": c.value, "op": c.op} for c in (lesson.conditions or [])
+        ],
+        "status": lesson.status,
+        "status_reason": lesson.status_reason,
+        "confidence": round(float(lesson.confidence), 4),
+        "confirmations": lesson.confirmations,
+        "contradictions": lesson.contradictions,
+        "safety_flags": list(lesson.safety_flags or []),
+        "provenance": {
+            "source": lesson.source,
+            "author": lesson.author,
+            "created_at": lesson.created_at.isoformat() if lesson.created_at else None,
+            "evidence": [
+                {"kind": e.kind, "job_id": e.job_id, "occurrence_id": e.occurrence_id} for e in (lesson.evidence or [])
+            ],
+        },
+        "valid_until": lesson.valid_until.isoformat() if lesson.valid_until else None,
+    }

@@ -1,0 +1,239 @@
+"""Read-only access to a store with plain DB-API queries, for the recall hot path.
+
+Agents call ``hpcmem recall`` before every resubmission, so its start-up cost matters:
+importing SQLAlchemy's ORM alone costs about a quarter of a second, more than the whole
+lookup. Recall therefore reads through the standard library's ``sqlite3`` (or psycopg for
+PostgreSQL stores) with a handful of plain SQL statements against the schema that
+``kb/models.py`` defines. Anything that writes or migrates still goes through ``Store``;
+a store whose schema is behind is handed to ``Store.open()`` first.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from hpcmem.kb.errors import StoreError
+from hpcmem.kb.schema_version import SCHEMA_HEAD
+
+LESSON_COLUMNS = (
+    "id", "signature_id", "fingerprint", "scope", "scope_name", "context", "cause", "fix", "actions", "status",
+    "status_reason", "confidence", "confirmations", "contradictions", "source", "author", "safety_flags",
+    "created_at", "updated_at", "last_confirmed_at", "valid_until", "previous_status",
+)
+SIGNATURE_COLUMNS = ("id", "fingerprint", "category", "template", "first_seen", "last_seen", "count")
+_JSON_COLUMNS = ("actions", "safety_flags")
+_TIME_COLUMNS = ("created_at", "updated_at", "last_confirmed_at", "valid_until", "first_seen", "last_seen")
+
+
+def _parse_time(value: Any) -> dt.datetime | None:
+    if value is None:
+        return None
+    if isinstance(value, dt.datetime):
+        return value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
+    return dt.datetime.fromisoformat(str(value)).replace(tzinfo=dt.timezone.utc)
+
+
+@dataclass
+class StoreReader:
+    """A read-mostly connection to one store of the stack."""
+
+    name: str
+    scope: str
+    conn: Any
+    dialect: str
+
+    # -- opening ----------------------------------------------------------------------
+    @classmethod
+    def open(cls, store) -> "StoreReader":  # noqa: ANN001 - a hpcmem.kb.store.Store
+        """Connect without SQLAlchemy; migrate through ``Store`` only when behind."""
+        reader = cls._connect(store)
+        try:
+            revision = reader.revision()
+        except Exception:
+            reader.close()
+            raise
+        if revision != SCHEMA_HEAD:
+            reader.close()
+            store.open()  # creates or migrates (imports SQLAlchemy and Alembic: rare)
+            store.dispose()
+            reader = cls._connect(store)
+        return reader
+
+    @classmethod
+    def _connect(cls, store) -> "StoreReader":  # noqa: ANN001
+        if store.dialect == "sqlite":
+            import sqlite3
+
+            path = store.sqlite_path
+            if path is None:
+                raise StoreError(f"store '{store.name}' is in memory; recall needs a file or a server")
+            if not path.exists():
+                store.open()  # a new user store: create it (and its schema) first
+                store.dispose()
+            if store.scope == "user":
+                from hpcmem.kb.store import check_private
+
+                check_private(path)
+            try:
+                conn = sqlite3.connect(str(path), timeout=30)
+                conn.execute("PRAGMA busy_timeout = 30000")
+            except sqlite3.Error as exc:
+                raise StoreError(f"cannot open store '{store.name}' at {path}: {exc}") from None
+            return cls(store.name, store.scope, conn, "sqlite")
+        if store.dialect == "postgresql":
+            import psycopg
+
+            url = store.url.replace("postgresql+psycopg://", "postgresql://", 1)
+            try:
+                conn = psycopg.connect(url, connect_timeout=5, autocommit=True)
+                if store.schema:
+                    conn.execute(f'SET search_path TO "{store.schema}"')
+            except psycopg.Error as exc:
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                raise StoreError(f"cannot reach store '{store.name}' at {store.display_url}: {first}") from None
+            return cls(store.name, store.scope, conn, "postgresql")
+        raise StoreError(f"unsupported store backend '{store.dialect}'")
+
+    def close(self) -> None:
+        try:
+            self.conn.close()
+        except Exception:  # noqa: BLE001 - closing is best effort
+            pass
+
+    # -- plumbing ---------------------------------------------------------------------
+    def _sql(self, sql: str) -> str:
+        return sql.replace("?", "%s") if self.dialect == "postgresql" else sql
+
+    def query(self, sql: str, params: Iterable[Any] = ()) -> list[tuple]:
+        cur = self.conn.execute(self._sql(sql), tuple(params))
+        return cur.fetchall()
+
+    def execute(self, sql: str, params: Iterable[Any] = ()) -> None:
+        self.conn.execute(self._sql(sql), tuple(params))
+        if self.dialect == "sqlite":
+            self.conn.commit()
+
+    def revision(self) -> str | None:
+        try:
+            rows = self.query("SELECT version_num FROM alembic_version")
+        except Exception as exc:  # noqa: BLE001 - both drivers: a missing table means "empty"
+            if "alembic_version" in str(exc) or "no such table" in str(exc):
+                return None
+            raise StoreError(f"cannot read store '{self.name}': {exc}") from None
+        return rows[0][0] if rows else None
+
+    @staticmethod
+    def _placeholders(n: int) -> str:
+        return ", ".join("?" * n)
+
+    def _rows(self, columns: tuple[str, ...], rows: list[tuple]) -> list[dict[str, Any]]:
+        out = []
+        for row in rows:
+            record = dict(zip(columns, row))
+            for key in _JSON_COLUMNS:
+                if key in record and isinstance(record[key], str):
+                    record[key] = json.loads(record[key])
+            for key in _TIME_COLUMNS:
+                if key in record:
+                    record[key] = _parse_time(record[key])
+            out.append(record)
+        return out
+
+    # -- lookups used by recall ----------------------------------------------------------
+    def signature_by_fingerprint(self, fingerprint: str) -> dict[str, Any] | None:
+        rows = self.query(f"SELECT {', '.join(SIGNATURE_COLUMNS)} FROM signatures WHERE fingerprint = ?", [fingerprint])
+        found = self._rows(SIGNATURE_COLUMNS, rows)
+        return found[0] if found else None
+
+    def signatures_by_ids(self, ids: list[int]) -> dict[int, dict[str, Any]]:
+        if not ids:
+            return {}
+        rows = self.query(
+            f"SELECT {', '.join(SIGNATURE_COLUMNS)} FROM signatures WHERE id IN ({self._placeholders(len(ids))})", ids
+        )
+        return {r["id"]: r for r in self._rows(SIGNATURE_COLUMNS, rows)}
+
+    def signature_embedding(self, fingerprint: str) -> tuple[bytes, str] | None:
+        rows = self.query("SELECT embedding, embedding_model FROM signatures WHERE fingerprint = ? AND embedding IS NOT NULL",
+                          [fingerprint])
+        return (bytes(rows[0][0]), rows[0][1]) if rows else None
+
+    def lessons_for_signatures(self, signature_ids: list[int], *, include_expired: bool = False) -> list[dict[str, Any]]:
+        if not signature_ids:
+            return []
+        hidden = ("rejected",) if include_expired else ("rejected", "expired")
+        rows = self.query(
+            f"SELECT {', '.join('l.' + c for c in LESSON_COLUMNS)} FROM lessons l "
+            f"WHERE l.signature_id IN ({self._placeholders(len(signature_ids))}) "
+            f"AND l.status NOT IN ({self._placeholders(len(hidden))})",
+            [*signature_ids, *hidden],
+        )
+        return self._attach(self._rows(LESSON_COLUMNS, rows))
+
+    def lessons_for_fingerprint(self, fingerprint: str, *, include_expired: bool = False) -> list[dict[str, Any]]:
+        hidden = ("rejected",) if include_expired else ("rejected", "expired")
+        rows = self.query(
+            f"SELECT {', '.join(LESSON_COLUMNS)} FROM lessons WHERE fingerprint = ? "
+            f"AND status NOT IN ({self._placeholders(len(hidden))})",
+            [fingerprint, *hidden],
+        )
+        return self._attach(self._rows(LESSON_COLUMNS, rows))
+
+    def lesson_signatures_in_category(self, category: str, limit: int = 2000) -> list[dict[str, Any]]:
+        """Signatures of one category that have at least one visible lesson (lexical fallback)."""
+        rows = self.query(
+            f"SELECT {', '.join('s.' + c for c in SIGNATURE_COLUMNS)} FROM signatures s WHERE s.category = ? "
+            "AND EXISTS (SELECT 1 FROM lessons l WHERE l.signature_id = s.id AND l.status NOT IN ('rejected', 'expired')) "
+            "LIMIT ?",
+            [category, limit],
+        )
+        return self._rows(SIGNATURE_COLUMNS, rows)
+
+    def _attach(self, lessons: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Conditions and evidence of each lesson, two queries for all of them."""
+        if not lessons:
+            return lessons
+        ids = [l["id"] for l in lessons]
+        marks = self._placeholders(len(ids))
+        conditions: dict[str, list] = {i: [] for i in ids}
+        for lesson_id, kind, name, value, op in self.query(
+            f"SELECT lesson_id, kind, name, value, op FROM lesson_conditions WHERE lesson_id IN ({marks}) ORDER BY id", ids
+        ):
+            conditions[lesson_id].append({"kind": kind, "name": name, "value": value, "op": op})
+        evidence: dict[str, list] = {i: [] for i in ids}
+        for lesson_id, kind, job_id, occurrence_id in self.query(
+            f"SELECT lesson_id, kind, job_id, occurrence_id FROM lesson_evidence WHERE lesson_id IN ({marks}) ORDER BY id", ids
+        ):
+            evidence[lesson_id].append({"kind": kind, "job_id": job_id, "occurrence_id": occurrence_id})
+        for lesson in lessons:
+            lesson["conditions"] = conditions[lesson["id"]]
+            lesson["evidence"] = evidence[lesson["id"]]
+        return lessons
+
+    def occurrence_for_job(self, job_id: str, cluster: str | None = None) -> dict[str, Any] | None:
+        columns = ("id", "signature_id", "cluster", "job_id", "job_name", "user_name", "account", "partition", "state",
+                   "exit_code", "exit_signal", "failed_step", "req_mem_mb", "req_cpus", "req_time_s", "req_gres",
+                   "max_rss_mb", "elapsed_s", "work_dir", "submit_line", "modules", "message", "log_excerpt", "end_time")
+        sql = f"SELECT {', '.join(columns)} FROM occurrences WHERE job_id = ?"
+        params: list[Any] = [job_id]
+        if cluster:
+            sql += " AND cluster = ?"
+            params.append(cluster)
+        rows = self.query(sql + " ORDER BY id DESC", params)
+        if not rows:
+            return None
+        record = dict(zip(columns, rows[0]))
+        if isinstance(record["modules"], str):
+            record["modules"] = json.loads(record["modules"])
+        return record
+
+    def cached_query_vector(self, template_hash: str) -> bytes | None:
+        rows = self.query("SELECT vector FROM query_vectors WHERE template_hash = ?", [template_hash])
+        return bytes(rows[0][0]) if rows else None
+
+    def meta(self, key: str) -> str | None:
+        rows = self.query("SELECT value FROM store_meta WHERE key = ?", [key])
+        return rows[0][0] if rows else None

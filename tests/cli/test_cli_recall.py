@@ -1,0 +1,132 @@
+"""`hpcmem record` then `hpcmem recall`, as an agent runs them (real processes, real stores)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from tests.cli.helpers import run_hpcmem
+from tests.conftest import REPO, SAMPLES
+
+SCHEMA = json.loads((REPO / "schemas" / "recall.schema.json").read_text())
+
+OOM_A = "slurmstepd: error: Detected 1 oom-kill event(s) in StepId=52004.batch. Some of your processes may have been killed by the cgroup out-of-memory handler."
+OOM_B = "slurmstepd-cn207: error: Detected 3 oom-kill event(s) in StepId=99172.0. Some of your processes may have been killed by the cgroup out-of-memory handler."
+LIB_A = "python3: error while loading shared libraries: libcudart.so.11.0: cannot open shared object file: No such file or directory"
+LIB_B = "/home/bob/bin/solver: error while loading shared libraries: libcudart.so.11.0: cannot open shared object file: No such file or directory"
+
+
+def record(*args: str) -> dict:
+    result = run_hpcmem("record", *args, "--json")
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def recall_json(*args: str, input: str | None = None) -> tuple[int, dict]:
+    result = run_hpcmem("recall", *args, "--json", input=input)
+    assert result.returncode in (0, 1), result.stderr
+    data = json.loads(result.stdout)
+    jsonschema.validate(data, SCHEMA)
+    return result.returncode, data
+
+
+def test_record_prints_lesson_id_and_fingerprint():
+    lesson = record("--error", LIB_A, "--cause", "the CUDA 11 runtime is not loaded",
+                    "--fix", "load the cuda/11.8 module in the job script", "--action", "module load cuda/11.8",
+                    "--module", "cuda/11.8", "--partition", "gpu")
+    assert len(lesson["lesson_id"]) == 36 and len(lesson["fingerprint"]) == 16
+    assert lesson["status"] == "candidate" and lesson["provenance"]["source"] == "agent"  # no TTY: an agent
+    assert lesson["actions"] == [{"type": "module", "op": "load", "name": "cuda/11.8"}]
+    kinds = {(c["kind"], c["name"]) for c in lesson["conditions"]}
+    assert ("partition", "gpu") in kinds and ("module", "cuda/11.8") in kinds
+
+
+def test_exact_hit_and_new_instance_of_the_same_failure():
+    lesson = record("--error", LIB_A, "--cause", "CUDA 11 runtime missing", "--fix", "module load cuda/11.8")
+    for text in (LIB_A, LIB_B):
+        code, data = recall_json(text)
+        assert code == 0
+        top = data["matches"][0]
+        assert top["lesson_id"] == lesson["lesson_id"] and top["match_kind"] == "exact"
+        assert top["trust"] == "agent" and top["trust_level"] == "low"
+        assert data["query"]["fingerprint"] == lesson["fingerprint"]
+
+
+def test_nothing_known_exits_1():
+    code, data = recall_json("frobnicator: the flux capacitor is misaligned by 3 degrees", "--no-model")
+    assert code == 1 and data["matches"] == [] and data["abstained"] is True
+
+
+def test_human_output_and_exit_codes():
+    record("--error", OOM_A, "--cause", "8G was too little", "--fix", "ask for 32G", "--action", "--mem 8G->32G")
+    result = run_hpcmem("recall", OOM_B)
+    assert result.returncode == 0
+    assert "Cause: 8G was too little" in result.stdout and "sbatch --mem=32G  (was 8G)" in result.stdout
+    assert run_hpcmem("recall").returncode == 2  # no input: usage error
+    assert run_hpcmem("recall", "x", "--batch", "f.jsonl").returncode == 2
+
+
+def test_stdin_and_log_file_inputs():
+    record("--error-file", str(SAMPLES / "logs" / "fail-3.err"), "--cause", "a missing key in the batch dict",
+           "--fix", "check the data loader's keys")
+    code, data = recall_json("-", input=(SAMPLES / "logs" / "fail-3.err").read_text())
+    assert code == 0 and data["matches"][0]["match_kind"] == "exact"
+    code, data = recall_json("--log", str(SAMPLES / "logs" / "fail-3.err"))
+    assert code == 0 and data["query"]["category"] == "python_exception"
+
+
+def test_recall_by_job_uses_the_stored_failure_and_its_context():
+    assert run_hpcmem("ingest", "sacct", str(SAMPLES / "sacct" / "real-22.05-parsable2.psv")).returncode == 0
+    assert run_hpcmem("ingest", "logs", str(SAMPLES / "logs" / "fail-3.err")).returncode == 0
+    lesson = record("--job", "3", "--cause", "KeyError in load_batch", "--fix", "fix the key names")
+    assert {"kind": "occurrence", "job_id": "3"}.items() <= lesson["provenance"]["evidence"][0].items()
+    code, data = recall_json("--job", "3")
+    assert code == 0 and data["matches"][0]["lesson_id"] == lesson["lesson_id"]
+    assert data["query"]["partition"] == "main" and data["seen_before"]["count"] == 1
+
+
+def test_batch_answers_in_input_order(tmp_path: Path):
+    record("--error", LIB_A, "--cause", "c", "--fix", "module load cuda/11.8")
+    batch = tmp_path / "q.jsonl"
+    batch.write_text("\n".join([
+        json.dumps({"id": "a", "error": LIB_B}),
+        "not json",
+        json.dumps({"id": 7, "error": "totally novel gibberish qwertyuiop"}),
+        json.dumps({"id": "c"}),
+        json.dumps({"id": "d", "error": LIB_A, "partition": "gpu"}),
+    ]) + "\n")
+    result = run_hpcmem("recall", "--batch", str(batch), "--no-model")
+    assert result.returncode == 0, result.stderr
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [line.get("id") for line in lines] == ["a", None, 7, "c", "d"]
+    assert lines[0]["matches"] and not lines[2]["matches"]
+    assert "invalid JSON" in lines[1]["error"] and "needs 'error'" in lines[3]["error"]
+    for line in (lines[0], lines[2], lines[4]):
+        jsonschema.validate(line, SCHEMA)
+    assert lines[4]["query"]["partition"] == "gpu"
+
+
+def test_bad_inputs_are_one_line_errors(tmp_path: Path):
+    for args, message in [
+        (["record", "--error", "x", "--cause", "c", "--fix", "f", "--action", "--memory=1G"], "unknown sbatch option"),
+        (["record", "--cause", "c", "--fix", "f"], "give the error"),
+        (["record", "--job", "424242", "--cause", "c", "--fix", "f"], "no stored failure for job 424242"),
+        (["record", "--error", "x", "--cause", "c", "--fix", "f", "--module", "cuda"], "NAME/VERSION"),
+        (["record", "--error", "x", "--cause", "c", "--fix", "f", "--valid-until", "soon"], "YYYY-MM-DD"),
+        (["recall", "--job", "424242"], "no stored failure for job 424242"),
+        (["recall", "--log", str(tmp_path / "none.out")], "job log not found"),
+    ]:
+        result = run_hpcmem(*args)
+        assert result.returncode == 2, (args, result.stderr)
+        assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_secrets_in_a_lesson_are_never_stored_or_printed():
+    token = "ghp_" + "FAKE0recallT3st0000xYz9Q8w7E6r5T4y3U2"
+    lesson = record("--error", LIB_A, "--cause", "c", "--fix", f"git clone https://bob:{token}@github.com/x/y")
+    assert token not in json.dumps(lesson)
+    result = run_hpcmem("recall", LIB_A, "--json")
+    assert token not in result.stdout and "[REDACTED:" in result.stdout
