@@ -15,7 +15,7 @@ $(BIN)/python:
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q --upgrade pip setuptools wheel
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[ml,test]'
+	$(BIN)/pip install -q -e '.[ml,test,bench]'
 	touch $(STAMP)
 
 setup: $(STAMP)

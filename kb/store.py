@@ -15,15 +15,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from sqlalchemy import create_engine, event, text
-from sqlalchemy.engine import Engine, make_url
-from sqlalchemy.exc import ArgumentError, OperationalError, ProgrammingError, SQLAlchemyError
-from sqlalchemy.orm import Session, sessionmaker
-from sqlalchemy.pool import StaticPool
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit, urlunsplit
 
 from hpcmem.kb.errors import StoreError
 from hpcmem.kb.fsinfo import filesystem_type, safe_journal_mode
 from hpcmem.kb.schema_version import ALL_REVISIONS, SCHEMA_HEAD
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+    from sqlalchemy.orm import Session, sessionmaker
+
+# SQLAlchemy is imported inside the methods that need it: the recall hot path builds
+# Store objects only to read their URL and hands them to plain DB-API readers.
 
 # Seconds a writer waits for SQLite's lock before giving up (epilog drains, lab stores).
 SQLITE_BUSY_TIMEOUT_MS = 30_000
@@ -47,9 +51,13 @@ def normalize_url(url: str) -> str:
 def redact_url(url: str) -> str:
     """The URL without its password, for display and error messages."""
     try:
-        return make_url(url).render_as_string(hide_password=True)
-    except ArgumentError:
+        parts = urlsplit(url)
+    except ValueError:
         return url
+    if parts.password is None:
+        return url
+    netloc = f"{parts.username}:***@{parts.hostname or ''}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
 
 
 @dataclass(frozen=True)
@@ -97,23 +105,26 @@ class Store:
         self.schema = schema
         self._journal_mode_setting = journal_mode
         self.journal_mode: str | None = None
-        self._engine: Engine | None = None
-        self._sessionmaker: sessionmaker[Session] | None = None
-        try:
-            self._url = make_url(self.url)
-        except ArgumentError:
-            raise StoreError(f"invalid store URL '{url}'") from None
+        self._engine: "Engine | None" = None
+        self._sessionmaker: "sessionmaker[Session] | None" = None
+        scheme, sep, rest = self.url.partition("://")
+        if not sep or not scheme:
+            raise StoreError(f"invalid store URL '{redact_url(url)}'")
+        self._backend = scheme.split("+", 1)[0]
+        self._rest = rest
 
     # -- identity -----------------------------------------------------------------
     @property
     def dialect(self) -> str:
-        return self._url.get_backend_name()
+        return self._backend
 
     @property
     def sqlite_path(self) -> Path | None:
         if self.dialect != "sqlite":
             return None
-        database = self._url.database
+        # sqlite:///relative.db, sqlite:////absolute.db, sqlite:// (memory)
+        database = self._rest[1:] if self._rest.startswith("/") else self._rest
+        database = database.split("?", 1)[0]
         if not database or database == ":memory:":
             return None
         return Path(database)
@@ -123,7 +134,10 @@ class Store:
         return redact_url(self.url)
 
     # -- engine -------------------------------------------------------------------
-    def _create_engine(self) -> Engine:
+    def _create_engine(self) -> "Engine":
+        from sqlalchemy import create_engine, event
+        from sqlalchemy.pool import StaticPool
+
         if self.dialect == "sqlite":
             path = self.sqlite_path
             if path is None:
@@ -154,18 +168,20 @@ class Store:
         raise StoreError(f"unsupported store backend '{self.dialect}' in {self.display_url}: use sqlite or postgresql")
 
     @property
-    def engine(self) -> Engine:
+    def engine(self) -> "Engine":
         if self._engine is None:
             self._engine = self._create_engine()
         return self._engine
 
-    def session(self) -> Session:
+    def session(self) -> "Session":
+        from sqlalchemy.orm import sessionmaker
+
         if self._sessionmaker is None:
             self._sessionmaker = sessionmaker(self.engine, expire_on_commit=False)
         return self._sessionmaker()
 
     @contextmanager
-    def transaction(self) -> Iterator[Session]:
+    def transaction(self) -> Iterator["Session"]:
         """A session that commits on success and rolls back on any error."""
         with self.session() as session, session.begin():
             yield session
@@ -207,6 +223,9 @@ class Store:
     # -- schema --------------------------------------------------------------------
     def revision(self) -> str | None:
         """Current schema revision with one plain query (None for an empty database)."""
+        from sqlalchemy import text
+        from sqlalchemy.exc import OperationalError, ProgrammingError
+
         try:
             with self.engine.connect() as conn:
                 return conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
@@ -241,6 +260,9 @@ class Store:
             )
 
     def _ensure_pg_schema(self) -> None:
+        from sqlalchemy import text
+        from sqlalchemy.exc import SQLAlchemyError
+
         try:
             with self.engine.begin() as conn:
                 conn.execute(text(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"'))
@@ -276,6 +298,8 @@ class Store:
             except Timeout:
                 raise StoreError(f"timed out waiting for the migration lock {self._lock_path()}") from None
         elif self.dialect == "postgresql":
+            from sqlalchemy import text
+
             with self.engine.connect() as conn:
                 conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": PG_MIGRATION_LOCK_KEY})
                 conn.commit()
