@@ -20,7 +20,9 @@ $(STAMP): pyproject.toml | $(BIN)/python
 
 setup: $(STAMP)
 
+# The demo starts from an empty store each time, so every run shows the same thing.
 demo: setup
+	rm -rf $(CURDIR)/.hpcmem-demo
 	HPCMEM_HOME=$(CURDIR)/.hpcmem-demo bash data/samples/demo.sh $(BIN)/hpcmem
 
 test: setup
