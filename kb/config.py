@@ -88,10 +88,10 @@ def builtin_defaults(dirs: Dirs) -> dict[str, Any]:
         "cluster": {"name": os.environ.get("SLURM_CLUSTER_NAME", "local")},
         "stores": {"user": {"url": f"sqlite:///{dirs.data / 'user.db'}"}, "labs": {}},
         "model": {"path": "", "name": "all-MiniLM-L6-v2"},
-        "index": {"dir": str(dirs.cache / "index"), "flat_max": 50_000},
+        "index": {"dir": str(dirs.cache / "index"), "flat_max": 20_000},
         "spool": {"dir": str(dirs.data / "spool")},
         "epilog": {"budget_seconds": 2.0},
-        "recall": {"abstain_below": 0.55, "drain_budget_seconds": 0.2},
+        "recall": {"abstain_below": 0.75, "drain_budget_seconds": 0.2},
         "revalidate": {"unconfirmed_days": 180},
     }
 

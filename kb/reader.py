@@ -230,6 +230,15 @@ class StoreReader:
             record["modules"] = json.loads(record["modules"])
         return record
 
+    def lesson_signatures_without_vectors(self, model_id: str) -> int:
+        """How many signatures that carry a lesson have no vector from this model yet."""
+        rows = self.query(
+            "SELECT count(*) FROM signatures s WHERE (s.embedding IS NULL OR s.embedding_model IS NULL "
+            "OR s.embedding_model <> ?) AND EXISTS (SELECT 1 FROM lessons l WHERE l.signature_id = s.id)",
+            [model_id],
+        )
+        return int(rows[0][0])
+
     def cached_query_vector(self, template_hash: str) -> bytes | None:
         rows = self.query("SELECT vector FROM query_vectors WHERE template_hash = ?", [template_hash])
         return bytes(rows[0][0]) if rows else None

@@ -29,16 +29,14 @@ from typing import Any, Callable
 from hpcmem.kb.errors import NotFound
 from hpcmem.kb.reader import StoreReader
 from hpcmem.kb.redact import redact_text
-from hpcmem.kb.signatures import Signature, fingerprint
+from hpcmem.kb.signatures import Signature, decisive_tokens, fingerprint, template_words
 from hpcmem.kb.trust import trust_level
 
 RECALL_SCHEMA_VERSION = "1.0"
 
 SCOPE_WEIGHT = {"user": 1.0, "lab": 0.95, "cluster": 0.9, "builtin": 0.7}
 STATUS_WEIGHT = {"validated": 1.0, "candidate": 0.85, "stale": 0.6, "expired": 0.3}
-# A neighbour filed under another failure class needs a much closer match to count.
-OTHER_CATEGORY_PENALTY = 0.85
-DEFAULT_MIN_SIMILARITY = {"vector": 0.55, "lexical": 0.6}
+DEFAULT_MIN_SIMILARITY = {"vector": 0.75, "lexical": 0.6}
 NEIGHBOURS = 10
 GENERIC_CATEGORIES = {"unknown"}
 
@@ -78,6 +76,20 @@ def lexical_similarity(a: str, b: str) -> float:
     if not ta or not tb:
         return 0.0
     return len(ta & tb) / len(ta | tb)
+
+
+def same_fix_class(query: Signature, template: str, category: str) -> bool:
+    """Gates for similar (not identical) signatures, measured on the recall dev set.
+
+    A neighbour from another failure class is a different problem, however close its
+    wording (a CUDA OOM is not a host OOM). Within a class, a neighbour whose
+    fix-deciding tokens are not all in the query is about a different fix:
+    ``libcudnn.so.8`` vs ``libcudnn.so.9``, ``cuda/11.8`` vs ``cuda/10.2``, ``torch``
+    vs ``torchvision``. Similarity alone cannot tell these apart.
+    """
+    if category != query.category and query.category not in GENERIC_CATEGORIES:
+        return False
+    return decisive_tokens(template, category) <= template_words(query.template)
 
 
 def context_boost(conditions: list[dict[str, Any]], query: RecallQuery) -> tuple[float, list[str]]:
@@ -268,7 +280,7 @@ class Recaller:
 
             store = self._store_for(reader)
             self._indexes[reader.name] = SignatureIndex.load(
-                store, self.config.get("index.dir"), self._model_id(), int(self.config.get("index.flat_max", 50_000))
+                store, self.config.get("index.dir"), self._model_id(), int(self.config.get("index.flat_max", 20_000))
             )
         return self._indexes[reader.name]
 
@@ -282,6 +294,7 @@ class Recaller:
             return []
         out = []
         for reader in self.readers:
+            self._embed_lesson_signatures(reader)
             index = self._index(reader)
             if not index.count:
                 continue
@@ -292,14 +305,29 @@ class Recaller:
                 neighbour = signatures.get(sid)
                 if neighbour is None or neighbour["fingerprint"] == sig.fingerprint:
                     continue
-                if neighbour["category"] != sig.category and sig.category not in GENERIC_CATEGORIES:
-                    sim *= OTHER_CATEGORY_PENALTY
-                similarity[sid] = sim
+                if same_fix_class(sig, neighbour["template"], neighbour["category"]):
+                    similarity[sid] = sim
             for lesson in reader.lessons_for_signatures(list(similarity), include_expired=query.include_expired):
                 sid = lesson["signature_id"]
                 out.append(Candidate(lesson, reader.name, reader.scope, "vector", round(float(similarity[sid]), 4),
                                      signatures[sid]["fingerprint"]))
         return out
+
+    def _embed_lesson_signatures(self, reader: StoreReader) -> None:
+        """Give new lessons' signatures their vectors (once), so the index can find them."""
+        if not self.allow_model or not reader.lesson_signatures_without_vectors(self._model_id()):
+            return
+        from hpcmem.kb.embed import embed_missing_signatures
+        from hpcmem.kb.errors import HpcmemError
+
+        try:
+            embed_missing_signatures(self._store_for(reader), self._get_embedder(), only_with_lessons=True)
+        except (HpcmemError, OSError) as exc:
+            self.warnings.append(f"store '{reader.name}': new lessons not embedded ({exc})")
+        except Exception as exc:  # noqa: BLE001 - e.g. a read-only lab store: search what is there
+            if "readonly" not in str(exc).lower() and "permission" not in str(exc).lower():
+                raise
+            self.warnings.append(f"store '{reader.name}' is read-only; its newest lessons are matched exactly only")
 
     def _lexical(self, sig: Signature, query: RecallQuery) -> list[Candidate]:
         out = []
@@ -307,6 +335,8 @@ class Recaller:
             near = {}
             for candidate in reader.lesson_signatures_in_category(sig.category):
                 if candidate["fingerprint"] == sig.fingerprint:
+                    continue
+                if not same_fix_class(sig, candidate["template"], candidate["category"]):
                     continue
                 sim = lexical_similarity(sig.template, candidate["template"])
                 if sim >= self.min_similarity["lexical"]:

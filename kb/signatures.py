@@ -534,3 +534,30 @@ def categorize(text: str, rules: tuple[Rule, ...] | None = None) -> str:
     rules = load_rules() if rules is None else rules
     rule, _match, _line = _decide(_clean(text), rules)
     return rule.category if rule is not None else UNKNOWN
+
+
+_WORD = re.compile(r"[A-Za-z0-9_+-]+")
+
+
+@lru_cache(maxsize=8192)
+def decisive_tokens(template: str, category: str, rules: tuple[Rule, ...] | None = None) -> frozenset[str]:
+    """The words of a template that decide its fix (lower-cased).
+
+    These are the tokens normalization never masks - sonames, symbol versions,
+    module/version, CUDA architectures, exception names, headers - plus what the
+    category's rules mark with ``keep``. Recall uses them as a gate: a similar-looking
+    lesson whose decisive tokens do not all occur in the query (``libcudnn.so.8`` for a
+    ``libcudnn.so.9`` failure) is about a different fix.
+    """
+    found = [m.group(0) for regex in _patterns().keep for m in regex.finditer(template)]
+    for rule in rules if rules is not None else load_rules():
+        if rule.category != category:
+            continue
+        for regex in rule.keep:
+            for m in regex.finditer(template):
+                found += [v for v in m.groupdict().values() if v] if regex.groupindex else [m.group(0)]
+    return frozenset(w.lower() for token in found for w in _WORD.findall(token))
+
+
+def template_words(template: str) -> frozenset[str]:
+    return frozenset(w.lower() for w in _WORD.findall(template))
