@@ -537,19 +537,34 @@ def categorize(text: str, rules: tuple[Rule, ...] | None = None) -> str:
 
 
 _WORD = re.compile(r"[A-Za-z0-9_+-]+")
+# Of the kept tokens, those that name a fix on their own: sonames, symbol versions,
+# module/version, CUDA architectures, headers. Exception wrapper types are not among them
+# (RuntimeError vs DistBackendError around the same NCCL timeout), except for a plain
+# Python exception, whose type is the failure.
+_DECISIVE = _KEEP[:4] + (_KEEP[5],)
+_LEADING_EXCEPTION = re.compile(r"^\s*((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt))\b")
+
+
+@lru_cache(maxsize=1)
+def _decisive_patterns() -> tuple[re.Pattern[str], ...]:
+    return tuple(re.compile(p) for p in _DECISIVE)
 
 
 @lru_cache(maxsize=8192)
 def decisive_tokens(template: str, category: str, rules: tuple[Rule, ...] | None = None) -> frozenset[str]:
     """The words of a template that decide its fix (lower-cased).
 
-    These are the tokens normalization never masks - sonames, symbol versions,
-    module/version, CUDA architectures, exception names, headers - plus what the
-    category's rules mark with ``keep``. Recall uses them as a gate: a similar-looking
+    These are the kept tokens that name a fix by themselves - sonames, symbol versions,
+    module/version, CUDA architectures, headers; a plain Python exception's type - plus
+    what the category's rules mark with ``keep``. Recall uses them as a gate: a similar-looking
     lesson whose decisive tokens do not all occur in the query (``libcudnn.so.8`` for a
     ``libcudnn.so.9`` failure) is about a different fix.
     """
-    found = [m.group(0) for regex in _patterns().keep for m in regex.finditer(template)]
+    found = [m.group(0) for regex in _decisive_patterns() for m in regex.finditer(template)]
+    if category == "python_exception":  # the exception's type decides its fix
+        leading = _LEADING_EXCEPTION.match(template)
+        if leading:
+            found.append(leading.group(1))
     for rule in rules if rules is not None else load_rules():
         if rule.category != category:
             continue

@@ -1,0 +1,230 @@
+"""Recall across a user / lab / cluster stack, with the real model and real FAISS."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select, update
+
+from hpcmem.kb.config import load_config
+from hpcmem.kb.embed import Embedder, model_spec
+from hpcmem.kb.models import Lesson
+from hpcmem.kb.recall import Recaller, RecallQuery
+from hpcmem.kb.record import record
+from hpcmem.kb.stack import StoreStack
+from tests.conftest import SAMPLES
+
+NCCL_A = ("RuntimeError: NCCL communicator was aborted on rank 3. Original reason for failure was: "
+          "[Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=48211, OpType=ALLREDUCE) ran "
+          "for 1800091 milliseconds before timing out.")
+NCCL_B = ("torch.distributed.DistBackendError: NCCL communicator was aborted on rank 12. Original reason for failure "
+          "was: [Rank 12] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=911, OpType=BROADCAST) ran "
+          "for 600034 milliseconds before timing out.")
+OOM = ("slurmstepd: error: Detected 1 oom-kill event(s) in StepId=52004.batch. Some of your processes may have "
+       "been killed by the cgroup out-of-memory handler.")
+LIB = "python3: error while loading shared libraries: libcudart.so.11.0: cannot open shared object file: No such file or directory"
+
+
+@pytest.fixture(scope="session")
+def embedder(tmp_path_factory: pytest.TempPathFactory) -> Embedder:
+    home = tmp_path_factory.mktemp("recall-model")
+    emb = Embedder(model_spec(load_config(environ={"HPCMEM_HOME": str(home), "HPCMEM_DISABLE_LOCAL_CONFIG": "1"})))
+    emb.encode(["warm up"])
+    return emb
+
+
+@pytest.fixture
+def stack(tmp_path: Path, monkeypatch) -> tuple[StoreStack, object]:
+    lab_dir = tmp_path / "labs"
+    monkeypatch.setenv("HPCMEM_LAB_STORES", f"vision=sqlite:///{lab_dir / 'vision.db'}")
+    monkeypatch.setenv("HPCMEM_CLUSTER_STORE", f"sqlite:///{tmp_path / 'cluster' / 'cluster.db'}")
+    config = load_config()
+    stack = StoreStack.from_config(config)
+    for store in stack.all():
+        store.open()
+    yield stack, config
+    stack.dispose()
+
+
+def recaller(stack, config, embedder, **kw) -> Recaller:
+    return Recaller(stack, config, embedder_factory=lambda: embedder, **kw)
+
+
+def lesson(stack, error: str, fix: str, scope: str = "user", **kw) -> dict:
+    return record(stack, cause=kw.pop("cause", "c"), fix=fix, author="alice", source=kw.pop("source", "human"),
+                  error_text=error, scope=scope, **kw)
+
+
+def ids(result: dict) -> list:
+    return [m["lesson_id"] for m in result["matches"] if m["match_kind"] != "advice"]
+
+
+def test_near_variant_is_found_through_the_vector_index(stack, embedder):
+    stack_, config = stack
+    nccl = lesson(stack_, NCCL_A, "raise the NCCL timeout and check the IB fabric")
+    r = recaller(stack_, config, embedder)
+    try:
+        result = r.recall(RecallQuery(text=NCCL_B))
+    finally:
+        r.close()
+    assert result["query"]["fingerprint"] != nccl["fingerprint"]  # not an exact hit
+    top = result["matches"][0]
+    assert top["lesson_id"] == nccl["lesson_id"] and top["match_kind"] == "vector" and top["similarity"] >= 0.75
+    assert "vector" in result["stages"]
+
+
+def test_abstains_on_a_different_fix_even_when_similar(stack, embedder):
+    stack_, config = stack
+    lesson(stack_, LIB, "module load cuda/11.8")
+    r = recaller(stack_, config, embedder)
+    try:
+        result = r.recall(RecallQuery(text=LIB.replace("libcudart.so.11.0", "libcudnn.so.9")))
+    finally:
+        r.close()
+    assert ids(result) == []
+
+
+def test_scope_precedence_user_over_lab_over_cluster(stack, embedder):
+    stack_, config = stack
+    cluster = lesson(stack_, OOM, "cluster-wide: request memory per node", scope="cluster")
+    lab = lesson(stack_, OOM, "lab: our aligner needs 32G", scope="lab:vision")
+    user = lesson(stack_, OOM, "mine: --mem=48G for the big genome", scope="user")
+    r = recaller(stack_, config, embedder)
+    try:
+        result = r.recall(RecallQuery(text=OOM))
+    finally:
+        r.close()
+    assert ids(result) == [user["lesson_id"], lab["lesson_id"], cluster["lesson_id"]]
+    assert [m["scope"] for m in result["matches"][:3]] == ["user", "lab", "cluster"]
+    assert result["matches"][3]["scope"] == "builtin"  # advice comes last
+    assert {s["name"] for s in result["stores"]} == {"user", "vision", "cluster"}
+
+
+def test_confidence_and_status_can_outweigh_scope(stack, embedder):
+    stack_, config = stack
+    user = lesson(stack_, OOM, "guess: more memory", source="agent")
+    lab = lesson(stack_, OOM, "curated: 32G", scope="lab:vision")
+    with stack_.labs[0].transaction() as s:
+        s.execute(update(Lesson).where(Lesson.id == lab["lesson_id"]).values(status="validated", confidence=0.95))
+    r = recaller(stack_, config, embedder)
+    try:
+        result = r.recall(RecallQuery(text=OOM))
+    finally:
+        r.close()
+    assert ids(result)[:2] == [lab["lesson_id"], user["lesson_id"]]
+
+
+def test_stale_shown_with_reason_expired_hidden_unless_asked(stack, embedder):
+    stack_, config = stack
+    stale = lesson(stack_, LIB, "module load cuda/11.8")
+    gone = lesson(stack_, LIB, "module load cuda/11.0")
+    with stack_.user.transaction() as s:
+        s.execute(update(Lesson).where(Lesson.id == stale["lesson_id"]).values(
+            status="stale", status_reason="module cuda: default changed 11.8 -> 12.4"))
+        s.execute(update(Lesson).where(Lesson.id == gone["lesson_id"]).values(
+            status="expired", status_reason="module cuda/11.0 is no longer installed"))
+    r = recaller(stack_, config, embedder)
+    try:
+        shown = r.recall(RecallQuery(text=LIB))
+        everything = r.recall(RecallQuery(text=LIB, include_expired=True))
+    finally:
+        r.close()
+    assert ids(shown) == [stale["lesson_id"]]
+    assert shown["matches"][0]["stale_reasons"] == ["module cuda: default changed 11.8 -> 12.4"]
+    assert set(ids(everything)) == {stale["lesson_id"], gone["lesson_id"]}
+
+
+def test_context_boost_prefers_the_lesson_for_my_partition_and_modules(stack, embedder):
+    stack_, config = stack
+    gpu = lesson(stack_, OOM, "gpu partition: 64G", partition="gpu", modules=["cuda/12.4"])
+    cpu = lesson(stack_, OOM, "cpu partition: 16G", partition="cpu")
+    r = recaller(stack_, config, embedder)
+    try:
+        on_cpu = r.recall(RecallQuery(text=OOM, partition="cpu"))
+        on_gpu = r.recall(RecallQuery(text=OOM, partition="gpu", modules=["cuda/12.4"]))
+    finally:
+        r.close()
+    assert ids(on_cpu)[0] == cpu["lesson_id"]
+    assert ids(on_gpu)[0] == gpu["lesson_id"]
+    assert "partition gpu matches" in on_gpu["matches"][0]["context_matches"]
+
+
+def test_learned_fix_from_a_real_format_pair_is_recalled_by_job(stack, embedder):
+    from hpcmem.ingest.sacct_ingest import ingest_sacct
+    from hpcmem.kb.learn import learn_from_history
+
+    stack_, config = stack
+    path = SAMPLES / "sacct" / "resubmissions" / "real-22.05-oom-timeout-resubmitted.psv"
+    with open(path, encoding="utf-8") as fh:
+        ingest_sacct(stack_.user, fh, cluster="lab", tz=dt.timezone.utc)
+    assert learn_from_history(stack_.user).lessons_created >= 1
+    r = recaller(stack_, config, embedder)
+    try:
+        result = r.recall(RecallQuery(job_id="4"))
+    finally:
+        r.close()
+    top = result["matches"][0]
+    assert top["match_kind"] == "exact" and top["trust"] == "inferred"
+    assert {"type": "sbatch", "option": "--mem", "from": "50M", "to": "400M"}.items() <= top["actions"][0].items()
+    assert any(e["kind"] == "fixed_by" for e in top["provenance"]["evidence"])
+
+
+@pytest.mark.parametrize("damage", ["delete", "corrupt", "truncate"])
+def test_index_is_rebuilt_when_its_file_is_lost_or_damaged(stack, embedder, damage: str):
+    stack_, config = stack
+    nccl = lesson(stack_, NCCL_A, "raise the NCCL timeout")
+    r = recaller(stack_, config, embedder)
+    try:
+        assert ids(r.recall(RecallQuery(text=NCCL_B))) == [nccl["lesson_id"]]
+    finally:
+        r.close()
+    files = list(Path(config.get("index.dir")).glob("*.faiss"))
+    assert files, "the first vector recall saves the index"
+    for f in files:
+        if damage == "delete":
+            f.unlink()
+        elif damage == "corrupt":
+            f.write_bytes(b"\x00garbage" * 100)
+        else:
+            f.write_bytes(f.read_bytes()[:50])
+    r = recaller(stack_, config, embedder)
+    try:
+        assert ids(r.recall(RecallQuery(text=NCCL_B))) == [nccl["lesson_id"]]
+    finally:
+        r.close()
+
+
+def test_known_template_needs_no_model(stack, embedder):
+    stack_, config = stack
+    nccl = lesson(stack_, NCCL_A, "raise the NCCL timeout")
+    first = recaller(stack_, config, embedder)
+    try:
+        first.recall(RecallQuery(text=NCCL_B))  # computes and caches the query vector
+    finally:
+        first.close()
+
+    def no_model():
+        raise AssertionError("the model must not be loaded for a known template")
+
+    again = Recaller(stack_, config, embedder_factory=no_model)
+    try:
+        result = again.recall(RecallQuery(text=NCCL_B.replace("rank 12", "rank 7")))
+    finally:
+        again.close()
+    assert ids(result) == [nccl["lesson_id"]]
+
+
+def test_unreachable_shared_store_is_a_warning_not_a_failure(tmp_path: Path, monkeypatch, embedder):
+    monkeypatch.setenv("HPCMEM_LAB_STORES", "ghost=postgresql://nobody@127.0.0.1:1/x")
+    config = load_config()
+    stack_ = StoreStack.from_config(config)
+    lesson(stack_, OOM, "more memory")
+    r = recaller(stack_, config, embedder)
+    try:
+        result = r.recall(RecallQuery(text=OOM))
+    finally:
+        r.close()
+    assert result["matches"] and any("ghost" in w for w in result["warnings"])
+    assert [s["reachable"] for s in result["stores"]] == [True, False]
