@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from hpcmem import __version__
-from hpcmem.cli import config_cmd, db, fingerprint, ingest, learn, recall, record, stores
+from hpcmem.cli import config_cmd, db, env, fingerprint, ingest, learn, recall, record, revalidate, stores
 from hpcmem.cli._errors import EXIT_ERROR, report_error
 from hpcmem.cli._state import STATE
 
@@ -22,6 +22,9 @@ app = typer.Typer(
 app.command("recall")(recall.recall)
 app.command("record")(record.record)
 app.command("learn")(learn.learn)
+app.command("revalidate")(revalidate.revalidate)
+app.command("feedback")(revalidate.feedback)
+app.add_typer(env.app, name="env")
 app.add_typer(ingest.app, name="ingest")
 app.command("fingerprint")(fingerprint.fingerprint)
 app.add_typer(db.app, name="db")

@@ -90,6 +90,28 @@ def safety_flags(cause: str, fix: str, actions: list[dict[str, Any]], owner: str
     return list(unique.values())
 
 
+def implied_conditions(actions: list[dict[str, Any]]) -> list[Condition]:
+    """What a fix relies on by its own actions: the modules it loads, the partition it moves to."""
+    out = []
+    for action in actions:
+        if action.get("type") == "module" and action.get("op") in ("load", "swap") and "/" in action.get("name", ""):
+            out.append(Condition("module", action["name"], action["name"].split("/", 1)[1]))
+        elif action.get("type") == "sbatch" and action.get("option") == "--partition" and action.get("to"):
+            out.append(Condition("partition", action["to"]))
+    return out
+
+
+def merge_conditions(given: list[Condition], implied: list[Condition]) -> list[Condition]:
+    """Given conditions first; an implied one is added unless already there."""
+    seen = {(c.kind, c.name) for c in given}
+    merged = list(given)
+    for cond in implied:
+        if (cond.kind, cond.name) not in seen:
+            seen.add((cond.kind, cond.name))
+            merged.append(cond)
+    return merged
+
+
 def ensure_signature(session: Session, fingerprint: str, template: str, category: str) -> Signature:
     sig = session.scalars(select(Signature).where(Signature.fingerprint == fingerprint)).one_or_none()
     if sig is None:
@@ -119,6 +141,7 @@ def record_lesson(store: Store, draft: LessonDraft, *, actor: str) -> dict[str, 
     for cond in draft.conditions:
         if cond.kind not in CONDITION_KINDS:
             raise InputError(f"unknown condition kind '{cond.kind}'")
+    conditions = merge_conditions(draft.conditions, implied_conditions(actions))
     flags = safety_flags(cause, fix, actions, owner=draft.author if draft.scope == "user" else None)
     with store.transaction() as session:
         sig = ensure_signature(session, draft.fingerprint, draft.template, draft.category)
@@ -131,7 +154,7 @@ def record_lesson(store: Store, draft: LessonDraft, *, actor: str) -> dict[str, 
             source=draft.source, author=draft.author, safety_flags=flags, created_at=now, updated_at=now,
             valid_until=draft.valid_until,
         )
-        lesson.conditions = [LessonCondition(kind=c.kind, name=c.name, value=c.value, op=c.op) for c in draft.conditions]
+        lesson.conditions = [LessonCondition(kind=c.kind, name=c.name, value=c.value, op=c.op) for c in conditions]
         lesson.evidence = [
             LessonEvidence(kind=e.get("kind", "occurrence"), occurrence_id=e.get("occurrence_id"), job_id=e.get("job_id"),
                            actor=actor, note=clean_text(e.get("note"), 500))

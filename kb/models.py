@@ -9,6 +9,7 @@ A store holds one scope's knowledge (a user's, a lab's or the cluster's):
 - ``Lesson``      context / cause / fix for a signature, with status and confidence
 - ``LessonCondition``  what a lesson depends on (module versions, partition limits...)
 - ``LessonEvidence``   occurrences and feedback that back or contradict a lesson
+- ``RecallEvent`` a lesson recalled for a user, judged later by what happened next
 - ``EnvSnapshot`` the module environment and partitions at one point in time
 - ``AuditEntry``  append-only log of every change to lessons (triggers forbid edits)
 - ``StoreMeta``   key/value facts about the store itself (id, index generation)
@@ -226,6 +227,28 @@ class LessonEvidence(Base):
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
 
     lesson: Mapped[Lesson] = relationship(back_populates="evidence")
+
+
+class RecallEvent(Base):
+    """A lesson recall returned first to this user: later history judges whether it worked.
+
+    Kept in the caller's own store. If the same failure recurs for the user within the
+    evidence window, that counts against the lesson; a successful run of the same job
+    counts for it (see ``kb/evidence.py``).
+    """
+
+    __tablename__ = "recall_events"
+    __table_args__ = (Index(None, "outcome", "recalled_at"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    lesson_id: Mapped[str] = mapped_column(String(36))
+    store: Mapped[str] = mapped_column(String(64))
+    fingerprint: Mapped[str] = mapped_column(String(64))
+    user_name: Mapped[str] = mapped_column(String(64))
+    cluster: Mapped[str | None] = mapped_column(String(64))
+    job_id: Mapped[str | None] = mapped_column(String(64))
+    recalled_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    outcome: Mapped[str | None] = mapped_column(String(16))  # None (pending), worked, recurred, unknown
 
 
 class EnvSnapshot(Base):

@@ -130,8 +130,9 @@ class Recaller:
     """Holds open stores, the index and the model across queries (``--batch``)."""
 
     def __init__(self, stack, config, *, allow_model: bool = True,
-                 embedder_factory: Callable[[], Any] | None = None) -> None:
+                 embedder_factory: Callable[[], Any] | None = None, record_events: bool = True) -> None:
         self.stack = stack
+        self.record_events = record_events
         self.config = config
         self.allow_model = allow_model
         self._embedder_factory = embedder_factory
@@ -209,6 +210,7 @@ class Recaller:
         kept += self._advice(sig, text, occurrence)
         kept.sort(key=lambda c: (-c.score, c.match_kind != "exact", c.lesson.get("lesson_id") or ""))
         matches = [self._match_json(c) for c in _dedupe(kept)[: query.limit]]
+        self._remember(sig, query, matches)
         result = {
             "schema_version": RECALL_SCHEMA_VERSION,
             "query": {"fingerprint": sig.fingerprint, "template": sig.template, "category": sig.category,
@@ -224,6 +226,23 @@ class Recaller:
         if query.id is not None:
             result["id"] = query.id
         return result
+
+    def _remember(self, sig: Signature, query: RecallQuery, matches: list[dict[str, Any]]) -> None:
+        """Note the lesson recall put first, so later history can confirm or contradict it."""
+        top = next((m for m in matches if m["lesson_id"]), None)
+        if top is None or not self.record_events:
+            return
+        import getpass
+
+        try:
+            self.readers[0].execute(
+                "INSERT INTO recall_events (lesson_id, store, fingerprint, user_name, cluster, job_id, recalled_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [top["lesson_id"], top["store"], sig.fingerprint, getpass.getuser(), query.cluster, query.job_id,
+                 dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)],
+            )
+        except Exception as exc:  # noqa: BLE001 - evidence is best effort; recall must answer
+            self.warnings.append(f"recall not logged for evidence: {str(exc).splitlines()[0]}")
 
     # -- stages -----------------------------------------------------------------------------
     def _exact(self, sig: Signature, query: RecallQuery) -> list[Candidate]:

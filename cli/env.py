@@ -1,0 +1,108 @@
+"""`hpcmem env snapshot | diff | list`: the cluster environment lessons depend on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from hpcmem.cli._output import emit_json, stdout
+from hpcmem.cli._state import STATE
+
+app = typer.Typer(help="Snapshots of modules (Lmod) and partitions (scontrol), and their differences.",
+                  no_args_is_help=True)
+
+SCOPE_HELP = "Store to use: user, lab:NAME or cluster."
+
+
+def read_text(path: Optional[Path], what: str) -> Optional[str]:
+    if path is None:
+        return None
+    from hpcmem.kb.errors import InputError
+
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(50_000_000).decode("utf-8", errors="replace")
+    except OSError as exc:
+        raise InputError(f"cannot read {what} {path}: {exc.strerror}") from None
+
+
+@app.command("snapshot")
+def env_snapshot(
+    modules: Optional[Path] = typer.Option(None, "--modules", help="`module -t avail` output or Lmod spider JSON."),
+    partitions: Optional[Path] = typer.Option(None, "--partitions", help="`scontrol show partition --oneliner` or sinfo output."),
+    live: bool = typer.Option(False, "--live", help="Run Lmod and scontrol here."),
+    scope: str = typer.Option("user", "--scope", help=SCOPE_HELP),
+    json_: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Store the current environment (only when it changed since the latest snapshot)."""
+    from hpcmem.kb.environment import build_snapshot, latest_snapshot, save_snapshot
+    from hpcmem.kb.errors import InputError
+
+    if live and (modules or partitions):
+        raise InputError("give --live or files, not both")
+    store = STATE.stack.by_scope(scope).open()
+    cluster = STATE.config.get("cluster.name")
+    previous = latest_snapshot(store, cluster)
+    snapshot, carried = build_snapshot(read_text(modules, "--modules"), read_text(partitions, "--partitions"),
+                                       live=live, previous=previous)
+    source = "live" if live else ", ".join(str(p) for p in (modules, partitions) if p)
+    stored, new = save_snapshot(store, snapshot, cluster=cluster, source=source + (f" ({carried})" if carried else ""))
+    data = {"stored": new, "snapshot": stored.summary()}
+    if json_:
+        emit_json(data)
+        return
+    s = stored.summary()
+    what = f"snapshot {s['id']}: {s['modules']} modules, {s['partitions']} partitions"
+    stdout.print(f"stored {what}" if new else f"unchanged since {s['taken_at'][:19]} ({what})")
+
+
+@app.command("list")
+def env_list(
+    scope: str = typer.Option("user", "--scope", help=SCOPE_HELP),
+    json_: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """The stored snapshots, newest first."""
+    from hpcmem.kb.environment import snapshots
+
+    rows = [s.summary() for s in snapshots(STATE.stack.by_scope(scope).open())]
+    if json_:
+        emit_json(rows)
+        return
+    from rich.table import Table
+
+    table = Table("id", "cluster", "taken at", "modules", "partitions", "source")
+    for r in rows:
+        table.add_row(str(r["id"]), r["cluster"], r["taken_at"][:19], str(r["modules"]), str(r["partitions"]), r["source"])
+    stdout.print(table)
+
+
+@app.command("diff")
+def env_diff(
+    a: Optional[int] = typer.Argument(None, help="Older snapshot id (default: the one before the latest)."),
+    b: Optional[int] = typer.Argument(None, help="Newer snapshot id (default: the latest)."),
+    scope: str = typer.Option("user", "--scope", help=SCOPE_HELP),
+    json_: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Modules added/removed/default changed, partitions added/removed/limits changed."""
+    from hpcmem.kb.environment import diff, get_snapshot, snapshots
+    from hpcmem.kb.errors import InputError
+
+    store = STATE.stack.by_scope(scope).open()
+    if (a is None) != (b is None):
+        raise InputError("give two snapshot ids, or none for the latest two")
+    if a is None:
+        latest = snapshots(store, STATE.config.get("cluster.name"), limit=2)
+        if len(latest) < 2:
+            raise InputError("fewer than two snapshots stored", hint="take one with `hpcmem env snapshot`")
+        older, newer = latest[1], latest[0]
+    else:
+        older, newer = get_snapshot(store, a), get_snapshot(store, b)
+    result = diff(older, newer)
+    if json_:
+        emit_json(result)
+        return
+    stdout.print(f"snapshot {older.id} ({result['from']['taken_at'][:19]}) -> {newer.id} ({result['to']['taken_at'][:19]})")
+    for line in result["describe"] or ["no differences"]:
+        stdout.print(f"  {line}")

@@ -1,0 +1,124 @@
+"""Environment snapshots kept in a store: what modules and partitions existed, and when.
+
+A snapshot is stored only when the environment changed since the latest one, so a site
+can take one every hour from cron without filling the store; `taken_at` is when the
+environment was first seen in that state.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import select
+
+from hpcmem.ingest.env_snapshot import EnvSnapshot, diff_snapshots
+from hpcmem.kb.errors import InputError, NotFound
+from hpcmem.kb.models import EnvSnapshot as SnapshotRow
+from hpcmem.kb.store import Store
+
+
+@dataclass
+class StoredSnapshot:
+    id: int
+    cluster: str
+    taken_at: Any
+    source: str
+    snapshot: EnvSnapshot
+    content_hash: str
+
+    def summary(self) -> dict[str, Any]:
+        return {"id": self.id, "cluster": self.cluster, "taken_at": self.taken_at.isoformat(), "source": self.source,
+                "modules": len(self.snapshot.modules), "partitions": len(self.snapshot.partitions),
+                "content_hash": self.content_hash}
+
+
+def _from_row(row: SnapshotRow) -> StoredSnapshot:
+    document = json.dumps({"format": "hpcmem-env-snapshot", "version": 1,
+                           "modules": row.modules or {}, "partitions": row.partitions or {}})
+    return StoredSnapshot(row.id, row.cluster, row.taken_at, row.source, EnvSnapshot.from_json(document),
+                          row.content_hash)
+
+
+def build_snapshot(modules_text: str | None, partitions_text: str | None, *, live: bool,
+                   previous: StoredSnapshot | None) -> tuple[EnvSnapshot, str]:
+    """An EnvSnapshot from files and/or the live cluster; a missing half carries over."""
+    from hpcmem.ingest.lmod import live_modules, read_modules
+    from hpcmem.ingest.partitions import live_partitions, read_partitions
+
+    sources = []
+    if live:
+        modules, partitions = live_modules(), live_partitions()
+        sources.append("live: Lmod spider/avail, scontrol show partition")
+    else:
+        if modules_text is None and partitions_text is None:
+            raise InputError("give --modules FILE, --partitions FILE or --live")
+        modules = read_modules(modules_text) if modules_text is not None else None
+        partitions = read_partitions(partitions_text) if partitions_text is not None else None
+        if modules is None:
+            if previous is None:
+                raise InputError("no modules given and no earlier snapshot to carry them over from")
+            modules = previous.snapshot.modules
+            sources.append(f"modules carried over from snapshot {previous.id}")
+        if partitions is None:
+            if previous is None:
+                raise InputError("no partitions given and no earlier snapshot to carry them over from")
+            partitions = previous.snapshot.partitions
+            sources.append(f"partitions carried over from snapshot {previous.id}")
+    return EnvSnapshot(dict(modules), dict(partitions)), "; ".join(sources)
+
+
+def save_snapshot(store: Store, snapshot: EnvSnapshot, *, cluster: str, source: str) -> tuple[StoredSnapshot, bool]:
+    """Store the snapshot unless it equals the latest one; returns (snapshot, stored?)."""
+    latest = latest_snapshot(store, cluster)
+    digest = snapshot.content_hash()
+    if latest is not None and latest.content_hash == digest:
+        return latest, False
+    document = json.loads(snapshot.to_json())
+    with store.transaction() as session:
+        row = SnapshotRow(cluster=cluster, source=source, modules=document["modules"],
+                          partitions=document["partitions"], content_hash=digest)
+        session.add(row)
+        session.flush()
+        stored = _from_row(row)
+    return stored, True
+
+
+def latest_snapshot(store: Store, cluster: str | None = None) -> StoredSnapshot | None:
+    found = snapshots(store, cluster, limit=1)
+    return found[0] if found else None
+
+
+def snapshots(store: Store, cluster: str | None = None, limit: int | None = None) -> list[StoredSnapshot]:
+    """Newest first."""
+    with store.session() as session:
+        query = select(SnapshotRow).order_by(SnapshotRow.taken_at.desc(), SnapshotRow.id.desc())
+        if cluster:
+            query = query.where(SnapshotRow.cluster == cluster)
+        if limit:
+            query = query.limit(limit)
+        return [_from_row(row) for row in session.scalars(query).all()]
+
+
+def get_snapshot(store: Store, snapshot_id: int) -> StoredSnapshot:
+    with store.session() as session:
+        row = session.get(SnapshotRow, snapshot_id)
+        if row is None:
+            raise NotFound(f"no environment snapshot {snapshot_id}", hint="list them with `hpcmem env list`")
+        return _from_row(row)
+
+
+def snapshot_at(store: Store, cluster: str | None, when) -> StoredSnapshot | None:
+    """The snapshot in force at ``when``: the latest taken at or before it, else the oldest."""
+    history = snapshots(store, cluster)
+    before = [s for s in history if s.taken_at <= when]
+    if before:
+        return before[0]
+    return history[-1] if history else None
+
+
+def diff(a: StoredSnapshot, b: StoredSnapshot) -> dict[str, Any]:
+    changes = diff_snapshots(a.snapshot, b.snapshot)
+    return {"from": a.summary(), "to": b.summary(), "changes": json.loads(changes.to_json()),
+            "describe": changes.describe()}
