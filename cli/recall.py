@@ -42,7 +42,9 @@ def recall(
     # The cluster filters a --job lookup only when given; otherwise the stored job's cluster wins.
     base = dict(partition=partition, modules=list(module), cluster=cluster,
                 include_expired=include_expired, limit=limit)
+    warnings = _drain_my_events()
     recaller = Recaller(STATE.stack, STATE.config, allow_model=not no_model)
+    recaller.warnings.extend(warnings)
     try:
         if batch is not None:
             _run_batch(recaller, batch, base)
@@ -61,6 +63,27 @@ def recall(
     else:
         _render(result)
     raise typer.Exit(EXIT_OK if result["matches"] else EXIT_NOTHING_FOUND)
+
+
+def _drain_my_events() -> list[str]:
+    """Store this user's pending epilog events first, so recall --job knows the job that just ended.
+
+    Nothing pending costs one directory scan; a problem here never stops the recall.
+    """
+    import os
+    import pwd
+
+    from hpcmem.ingest.spool import drain_user_events, has_pending
+
+    spool_dir = STATE.config.get("spool.dir")
+    user = pwd.getpwuid(os.getuid()).pw_name
+    try:
+        if not spool_dir or not has_pending(spool_dir, user):
+            return []
+        drain_user_events(STATE.stack.user, spool_dir, user, float(STATE.config.get("recall.drain_budget_seconds")))
+    except Exception as exc:  # noqa: BLE001 - the events stay in the spool for the next drain
+        return [f"pending epilog events not stored yet: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"]
+    return []
 
 
 def _log_excerpt(path: Path, extra: str | None) -> str:

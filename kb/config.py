@@ -39,7 +39,7 @@ SCHEMA: dict[str, Any] = {
     },
     "model": {"path": str, "name": str, "sha256": str},
     "index": {"dir": str, "flat_max": int},
-    "spool": {"dir": str},
+    "spool": {"dir": str, "group": str},
     "epilog": {"budget_seconds": float},
     "recall": {"abstain_below": float, "drain_budget_seconds": float},
     "revalidate": {"unconfirmed_days": int},
@@ -53,6 +53,7 @@ ENV_KEYS: dict[str, tuple[str, ...]] = {
     "HPCMEM_MODEL_DIR": ("model", "path"),
     "HPCMEM_INDEX_DIR": ("index", "dir"),
     "HPCMEM_SPOOL": ("spool", "dir"),
+    "HPCMEM_SPOOL_GROUP": ("spool", "group"),
     "HPCMEM_EPILOG_BUDGET": ("epilog", "budget_seconds"),
 }
 # HPCMEM_LAB_STORES="name=url,name2=url2" adds lab stores (a list does not fit one key).

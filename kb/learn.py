@@ -614,7 +614,7 @@ def _find_pairs(store: Store, window: dt.timedelta, summary: LearnSummary) -> li
                         summary.skip("no_followup")
                         continue
                     still_open.append(failure)
-                    if job.submit_time > failure.anchor:
+                    if job.submit_time >= failure.anchor:  # sacct times have 1 s resolution
                         matched[failure.occurrence_id] = failure
                 open_by_key[key] = still_open
             # One completed job answers one failure per signature: the latest attempt.

@@ -128,10 +128,14 @@ class Recorder:
         rows = [{c: job.get(c) for c in JOB_COLUMNS} for job in jobs]
         for row in rows:
             row["failed"] = bool(row["failed"])
-        stmt = self._insert(JobRecord.__table__)
+        from sqlalchemy import func
+
+        table = JobRecord.__table__
+        stmt = self._insert(table)
+        # Merge, never erase: an epilog event knows less than sacct and may arrive later.
         stmt = stmt.on_conflict_do_update(
             index_elements=["cluster", "job_id"],
-            set_={c: stmt.excluded[c] for c in JOB_COLUMNS if c not in ("cluster", "job_id")},
+            set_={c: func.coalesce(stmt.excluded[c], table.c[c]) for c in JOB_COLUMNS if c not in ("cluster", "job_id")},
         )
         conn.execute(stmt, rows)
 
