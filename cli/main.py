@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from hpcmem import __version__
-from hpcmem.cli import config_cmd, db, env, epilog, fingerprint, ingest, learn, recall, record, revalidate, spool, stores
+from hpcmem.cli import access, config_cmd, db, env, epilog, fingerprint, ingest, learn, recall, record, revalidate, spool, stores
 from hpcmem.cli._errors import EXIT_ERROR, report_error
 from hpcmem.cli._state import STATE
 
@@ -29,6 +29,7 @@ app.command("epilog", context_settings=epilog.CONTEXT_SETTINGS, add_help_option=
 ingest.app.command("spool")(spool.ingest_spool)
 app.add_typer(ingest.app, name="ingest")
 app.command("fingerprint")(fingerprint.fingerprint)
+db.app.command("grant")(access.db_grant)
 app.add_typer(db.app, name="db")
 app.add_typer(config_cmd.app, name="config")
 app.command("stores")(stores.stores)
@@ -60,6 +61,13 @@ def main() -> None:
     except KeyboardInterrupt:
         sys.stderr.write("Interrupted\n")
         sys.exit(130)
+    except Exception as exc:  # an OS or database refusal is the user's to fix, not a bug
+        from hpcmem.kb.access import as_permission_denied
+
+        denied = as_permission_denied(exc)
+        if denied is None:
+            raise
+        sys.exit(report_error(denied))
     finally:
         if STATE._stack is not None:
             STATE._stack.dispose()

@@ -34,3 +34,7 @@ class UnsafeStoreError(StoreError):
 
 class NotFound(HpcmemError):
     """A requested record (lesson, job, snapshot) does not exist."""
+
+
+class PermissionDenied(HpcmemError):
+    """The database refused a change: the caller's role may not make it in that store."""

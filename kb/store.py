@@ -265,7 +265,10 @@ class Store:
 
         try:
             with self.engine.begin() as conn:
-                conn.execute(text(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"'))
+                # Readers of a shared store may not CREATE: only create what is missing.
+                exists = conn.execute(text("SELECT 1 FROM pg_namespace WHERE nspname = :s"), {"s": self.schema}).first()
+                if exists is None:
+                    conn.execute(text(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"'))
         except SQLAlchemyError as exc:
             raise StoreError(f"cannot reach store '{self.name}' at {self.display_url}: {_first_line(exc)}") from None
 
