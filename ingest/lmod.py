@@ -529,19 +529,9 @@ def _parser_for(text: str) -> Callable[[str, bool], ModuleSnapshot]:
 
 
 def _run(argv: list[str], timeout: float) -> subprocess.CompletedProcess:
-    try:
-        return subprocess.run(
-            argv,
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=timeout,
-            stdin=subprocess.DEVNULL,
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise InputError(f"{argv[0]} took longer than {timeout:g} s") from exc
-    except OSError as exc:
-        raise InputError(f"cannot run {argv[0]}: {exc}") from exc
+    from hpcmem.ingest.commands import run_command
+
+    return run_command(argv, timeout)
 
 
 def _failed(what: str, proc: subprocess.CompletedProcess) -> InputError:

@@ -20,7 +20,6 @@ Every pair as printed stays in ``raw``.
 from __future__ import annotations
 
 import shutil
-import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 
@@ -315,19 +314,9 @@ def live_partitions(timeout: float = 60.0) -> dict[str, PartitionInfo]:
         raise InputError(
             "scontrol not found", hint="run on a Slurm login node, or read a saved capture"
         )
-    try:
-        proc = subprocess.run(
-            [scontrol, "--oneliner", "show", "partition"],
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=timeout,
-            stdin=subprocess.DEVNULL,
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise InputError(f"scontrol took longer than {timeout:g} s") from exc
-    except OSError as exc:
-        raise InputError(f"cannot run scontrol: {exc}") from exc
+    from hpcmem.ingest.commands import run_command
+
+    proc = run_command([scontrol, "--oneliner", "show", "partition"], timeout)
     if proc.returncode != 0:
         # The last line is the verdict ('fatal: Could not establish a configuration
         # source'); lines before it are the steps that led there.
