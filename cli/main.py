@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from hpcmem import __version__
-from hpcmem.cli import access, config_cmd, db, env, epilog, fingerprint, ingest, learn, recall, record, revalidate, spool, stores
+from hpcmem.cli import access, config_cmd, db, env, epilog, fingerprint, ingest, learn, lessons, recall, record, revalidate, spool, stores
 from hpcmem.cli._errors import EXIT_ERROR, report_error
 from hpcmem.cli._state import STATE
 
@@ -25,6 +25,7 @@ app.command("learn")(learn.learn)
 app.command("revalidate")(revalidate.revalidate)
 app.command("feedback")(revalidate.feedback)
 app.add_typer(env.app, name="env")
+app.add_typer(lessons.app, name="lessons")
 app.command("epilog", context_settings=epilog.CONTEXT_SETTINGS, add_help_option=False)(epilog.epilog)
 ingest.app.command("spool")(spool.ingest_spool)
 app.add_typer(ingest.app, name="ingest")

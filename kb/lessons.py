@@ -143,6 +143,15 @@ def record_lesson(store: Store, draft: LessonDraft, *, actor: str) -> dict[str, 
             raise InputError(f"unknown condition kind '{cond.kind}'")
     conditions = merge_conditions(draft.conditions, implied_conditions(actions))
     flags = safety_flags(cause, fix, actions, owner=draft.author if draft.scope == "user" else None)
+    if draft.scope != "user":
+        from hpcmem.kb.safety import INJECTION_CODES, LINT_CODES
+
+        # Lint codes (e.g. pipe_to_shell) are a lead's call at approval; injections never go in.
+        injected = sorted({f["code"] for f in flags if f["code"] in INJECTION_CODES and f["code"] not in LINT_CODES
+                           and f["severity"] == "block"})
+        if injected:
+            raise InputError(f"instruction-like text ({', '.join(injected)}) cannot go into a shared {draft.scope} store",
+                             hint="record it in your own store, or rewrite the cause/fix as plain facts")
     with store.transaction() as session:
         sig = ensure_signature(session, draft.fingerprint, draft.template, draft.category)
         now = utcnow()
