@@ -80,6 +80,10 @@ class StoreReader:
             try:
                 conn = sqlite3.connect(str(path), timeout=30)
                 conn.execute("PRAGMA busy_timeout = 30000")
+                # In WAL mode NORMAL is crash-safe and spares the fsync of recall's small
+                # evidence insert (DELETE mode keeps its default).
+                if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() == "wal":
+                    conn.execute("PRAGMA synchronous = NORMAL")
             except sqlite3.Error as exc:
                 raise StoreError(f"cannot open store '{store.name}' at {path}: {exc}") from None
             return cls(store.name, store.scope, conn, "sqlite")
