@@ -171,7 +171,7 @@ def main() -> None:
         "## Recall latency",
         "",
         f"Store: {args.signatures:,} signatures, each with a lesson (random unit vectors for the filler; the "
-        f"lessons the queries hit are recorded and embedded for real), a {kind} "
+        f"lessons the queries hit are recorded and embedded for real); index: {kind} "
         f"(`index.flat_max` 20,000). Setup took {setup_s:.0f} s. Each sample is the wall time of a "
         f"fresh `hpcmem recall ... --json` process on the 2-core machine; {args.runs} runs per case "
         f"({args.novel_runs} for case 4), after one warm-up. Baseline: a fresh `grep -F` over a {tsv_mb:.0f} MB TSV "
