@@ -155,6 +155,21 @@ def grant_statements(plan: RolePlan) -> list[str]:
             "WITH CHECK (status = 'candidate' AND source <> 'curated')"
         )
     sql.append(f"CREATE POLICY hpcmem_curate ON {lessons} FOR ALL TO {leads} USING (true) WITH CHECK (true)")
+
+    # Evidence and conditions: a member may only attach them to a proposal (a candidate),
+    # never to a lesson a lead has already validated.
+    for name in ("lesson_evidence", "lesson_conditions"):
+        attached = table(name)
+        sql.append(f"ALTER TABLE {attached} ENABLE ROW LEVEL SECURITY")
+        for policy in ("hpcmem_read", "hpcmem_propose", "hpcmem_curate"):
+            sql.append(f"DROP POLICY IF EXISTS {policy} ON {attached}")
+        sql.append(f"CREATE POLICY hpcmem_read ON {attached} FOR SELECT TO {readers} USING (true)")
+        if members:
+            sql.append(
+                f"CREATE POLICY hpcmem_propose ON {attached} FOR INSERT TO {members} WITH CHECK "
+                f"(EXISTS (SELECT 1 FROM {lessons} l WHERE l.id = lesson_id AND l.status = 'candidate'))"
+            )
+        sql.append(f"CREATE POLICY hpcmem_curate ON {attached} FOR ALL TO {leads} USING (true) WITH CHECK (true)")
     return sql
 
 

@@ -144,6 +144,13 @@ def test_member_proposes_candidates_only(pg_schema, roles):
         assert err.sqlstate == "42501"
         err = _refused(conn, "DELETE FROM lesson_evidence")
         assert err.sqlstate == "42501"
+        # ...nor pad a validated lesson with evidence or conditions.
+        err = _refused(conn, "INSERT INTO lesson_evidence (lesson_id, kind, job_id, actor, created_at) "
+                             "VALUES (%s, 'worked', '4243', 'bob', now())", (seeded,))
+        assert err.sqlstate == "42501" and "row-level security" in str(err)
+        err = _refused(conn, "INSERT INTO lesson_conditions (lesson_id, kind, name, value) "
+                             "VALUES (%s, 'partition', 'debug', NULL)", (seeded,))
+        assert err.sqlstate == "42501"
     with psycopg.connect(url, options=f"-csearch_path={schema}") as conn:
         statuses = dict(conn.execute("SELECT id, status FROM lessons").fetchall())
     assert statuses == {seeded: "validated", proposal: "candidate"}
