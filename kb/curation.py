@@ -396,12 +396,33 @@ def propose_lesson(stack: StoreStack, ident: str, *, to: str, actor: str, scope:
                              f"({', '.join(sorted(set(blocked)))}); it stays out of shared stores",
                              hint="edit the text with `hpcmem lessons edit` first")
     _open(target, stack)
+    earlier = _live_proposal(store, target, lesson_id)
+    if earlier is not None:
+        raise InputError(f"lesson {lesson_id[:8]} is already proposed to {scope_label(target)} as {earlier[:8]}",
+                         hint="the lead reviews that copy; edit it there, or propose again after a rejection")
     with _guard(target, "propose lessons"):
         copy = record_lesson(target, draft, actor=actor)
     with _writing(store, "record proposals") as session:
         audit(session, actor, "propose", lesson_id, None,
               {"to": scope_label(target), "lesson_id": copy["lesson_id"]})
     return copy | {"store": scope_label(target), "proposed_from": lesson_id}
+
+
+def _live_proposal(store, target, lesson_id: str) -> str | None:
+    """The id of an earlier proposal of this lesson to ``target`` that is still alive."""
+    with store.session() as session:
+        entries = session.scalars(select(AuditEntry).where(
+            AuditEntry.object_type == "lesson", AuditEntry.object_id == lesson_id, AuditEntry.action == "propose")).all()
+        copies = [e.after["lesson_id"] for e in entries
+                  if isinstance(e.after, dict) and e.after.get("to") == scope_label(target) and e.after.get("lesson_id")]
+    if not copies:
+        return None
+    with target.session() as session:
+        for copy_id in reversed(copies):
+            copy = session.get(Lesson, copy_id)
+            if copy is not None and copy.status != "rejected":
+                return copy_id
+    return None
 
 
 def _blocking(lesson: Lesson) -> list[str]:

@@ -391,3 +391,15 @@ def test_record_refuses_instruction_like_text_in_a_shared_store(tmp_path, monkey
     with pytest.raises(InputError, match="cannot go into a shared lab store"):
         record(stack, cause="c", fix=text, author="alice", error_text="KeyError: 'x'", scope="lab:vision")
     stack.dispose()
+
+
+def test_proposing_the_same_lesson_twice_is_refused_until_rejected(stack):
+    from hpcmem.kb.curation import reject_lesson
+
+    lesson = record_lesson(stack.user, draft(fix="request --mem=64G"), actor="alice")
+    first = propose_lesson(stack, lesson["lesson_id"], to="lab:vision", actor="alice")
+    with pytest.raises(InputError, match=f"already proposed to lab:vision as {first['lesson_id'][:8]}"):
+        propose_lesson(stack, lesson["lesson_id"], to="lab:vision", actor="alice")
+    reject_lesson(stack, first["lesson_id"], actor="lead", reason="needs numbers")
+    again = propose_lesson(stack, lesson["lesson_id"], to="lab:vision", actor="alice")
+    assert again["lesson_id"] != first["lesson_id"] and again["status"] == "candidate"
