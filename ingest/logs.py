@@ -107,11 +107,6 @@ def ingest_logs(store: Store, paths: Iterable[str], *, cluster: str, job_id: str
         row.update(failure_from_excerpt(excerpt))
         recorder.add(None, row)
     stats = recorder.close()
-    summary.failures = stats.failures
-    summary.occurrences_new = stats.occurrences_new
-    summary.occurrences_updated = stats.occurrences_updated
-    summary.signatures_new = len(stats.new_signatures)
-    summary.signatures_known = len(stats.seen_signatures - stats.new_signatures)
-    summary.redactions = stats.redactions
+    stats.add_to(summary)
     summary.seconds = round(time.perf_counter() - started, 3)
     return summary

@@ -148,13 +148,7 @@ def ingest_sacct(
     summary.rows_read = reader.rows_read
     summary.skipped = reader.rows_skipped
     summary.issue_count = reader.issue_count
-    summary.jobs = stats.jobs
-    summary.failures = stats.failures
-    summary.occurrences_new = stats.occurrences_new
-    summary.occurrences_updated = stats.occurrences_updated
-    summary.signatures_new = len(stats.new_signatures)
-    summary.signatures_known = len(stats.seen_signatures - stats.new_signatures)
-    summary.redactions = stats.redactions
+    stats.add_to(summary)
     summary.issues.sort(key=lambda issue: issue["line"])
     summary.seconds = round(time.perf_counter() - started, 3)
     return summary

@@ -671,7 +671,6 @@ def _write_batch(store, events, summary: DrainSummary, lock_wait_s: float) -> No
         for _name, event in sorted(fresh, key=lambda item: HOOK_PRIORITY[item[1]["hook"]]):
             by_job.setdefault((event["cluster"], event["job_id"]), []).append(event_rows(event))
         merged = {key: merge_rows(rows) for key, rows in by_job.items()}
-        _keep_known_job_fields(session, merged)
     ledgered.ledger_keys = sorted(seen - known)
     recorder = Recorder(ledgered, batch_size=1 << 30)
     for job, failure in merged.values():
@@ -679,31 +678,7 @@ def _write_batch(store, events, summary: DrainSummary, lock_wait_s: float) -> No
     stats = recorder.close()  # one transaction: the rows and the ledger together
     summary.ingested += len(fresh)
     summary.duplicates += len(events) - len(fresh)
-    summary.jobs += stats.jobs
-    summary.failures += stats.failures
-    summary.occurrences_new += stats.occurrences_new
-    summary.occurrences_updated += stats.occurrences_updated
-    summary.signatures_new += len(stats.new_signatures)
-    summary.redactions += stats.redactions
-
-
-def _keep_known_job_fields(session, merged: dict) -> None:
-    """An event knows less than sacct (no submit line, no MaxRSS); the Recorder's job
-    upsert would blank what sacct already stored, so take those values over."""
-    from sqlalchemy import select, tuple_
-
-    from hpcmem.kb.models import JobRecord
-
-    table = JobRecord.__table__
-    keys = list(merged)
-    for start in range(0, len(keys), 400):
-        chunk = keys[start:start + 400]
-        query = select(table).where(tuple_(table.c.cluster, table.c.job_id).in_(chunk))
-        for row in session.execute(query).mappings():
-            job, _failure = merged[(row["cluster"], row["job_id"])]
-            for column, value in row.items():
-                if column != "id" and job.get(column) is None and value is not None:
-                    job[column] = value
+    stats.add_to(summary)
 
 
 class _LedgeredStore:

@@ -160,11 +160,6 @@ class StoreReader:
         )
         return {r["id"]: r for r in self._rows(SIGNATURE_COLUMNS, rows)}
 
-    def signature_embedding(self, fingerprint: str) -> tuple[bytes, str] | None:
-        rows = self.query("SELECT embedding, embedding_model FROM signatures WHERE fingerprint = ? AND embedding IS NOT NULL",
-                          [fingerprint])
-        return (bytes(rows[0][0]), rows[0][1]) if rows else None
-
     def lessons_for_signatures(self, signature_ids: list[int], *, include_expired: bool = False) -> list[dict[str, Any]]:
         if not signature_ids:
             return []
@@ -242,10 +237,6 @@ class StoreReader:
             [model_id],
         )
         return int(rows[0][0])
-
-    def cached_query_vector(self, template_hash: str) -> bytes | None:
-        rows = self.query("SELECT vector FROM query_vectors WHERE template_hash = ?", [template_hash])
-        return bytes(rows[0][0]) if rows else None
 
     def meta(self, key: str) -> str | None:
         rows = self.query("SELECT value FROM store_meta WHERE key = ?", [key])

@@ -258,22 +258,14 @@ class Recaller:
 
         model_id = self._model_id()
         for reader in self.readers:
-            stored = reader.signature_embedding(sig.fingerprint)
-            if stored is not None and stored[1] == model_id:
-                return embed.blob_to_vector(stored[0])
-        key = embed.template_hash(embed.text_for_embedding(sig.template, sig.category), model_id)
-        for reader in self.readers:
-            cached = reader.cached_query_vector(key)
-            if cached is not None:
-                return embed.blob_to_vector(cached)
+            vector = embed.cached_query_vector(self._store_for(reader), sig.template, sig.category, model_id)
+            if vector is not None:
+                return vector
         if not self.allow_model:
             return None
         vector = self._get_embedder().encode([embed.text_for_embedding(sig.template, sig.category)])[0]
         try:
-            self.readers[0].execute(
-                "INSERT INTO query_vectors (template_hash, model, vector, created_at) VALUES (?, ?, ?, ?)",
-                [key, model_id, embed.vector_to_blob(vector), dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)],
-            )
+            embed.cache_query_vector(self.stack.user, sig.template, sig.category, model_id, vector)
         except Exception as exc:  # noqa: BLE001 - the cache is an optimisation, never a failure
             self.warnings.append(f"query vector not cached: {str(exc).splitlines()[0]}")
         return vector

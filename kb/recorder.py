@@ -65,6 +65,12 @@ class RecordStats:
     new_signatures: set[str] = field(default_factory=set)
     seen_signatures: set[str] = field(default_factory=set)
 
+    def add_to(self, summary: Any) -> None:
+        """Add these counts to the fields of an ingest/drain summary that has them."""
+        for key, value in self.as_dict().items():
+            if hasattr(summary, key):
+                setattr(summary, key, getattr(summary, key) + value)
+
     def as_dict(self) -> dict[str, int]:
         return {
             "jobs": self.jobs,
