@@ -1,475 +1,173 @@
-"""Recall quality: does `hpcmem recall` return the right lesson, or abstain when none applies?
+"""Recall quality on real error texts: the held-out part of data/corpus/ (report only).
 
-    .venv/bin/python bench/bench_recall_quality.py [--data data/samples/recall-dev]
-        [--json results.json] [--write docs/benchmarks.md] [--failures]
+    .venv/bin/python bench/bench_recall_quality.py [--part heldout] [--json out.json] [--write docs/benchmarks.md]
 
-Data: data/samples/recall-dev/ (see its README). Every pair's ``record_error`` becomes one
-lesson in a fresh user store (``kb.record.record``, source "human") in a temporary
-HPCMEM_HOME; the store's signatures are then embedded (``kb.embed.embed_missing_signatures``,
-the step that gives recall its vectors). Every ``query_error`` - pairs and unknowns - is then
-asked of three methods over the same lessons:
+Each known class of the part has one lesson, recorded from its first instance with the
+class's cause and fix; its other instances are recurrences, written by other people.
+Instances of no-lesson classes must be abstained on. Methods, over the same lessons and in
+the same run:
 
-- hpcmem: ``kb.recall.Recaller`` (model loaded once), as configured, and with the vector
-  threshold the dev split chooses; plus hpcmem without the model (exact + lexical only).
-- BM25 (bm25s) over the raw record_error texts.
-- raw embeddings: the same MiniLM model on the raw record_error / query_error texts, cosine.
+- hpcmem recall as shipped (kb/rules/recall_model.json, fitted on the calibration part);
+- hpcmem without the model (``--no-model``: exact and lexical only);
+- BM25 over the raw recorded texts, with the threshold that is best on the calibration part;
+- raw MiniLM cosine of the raw texts, threshold likewise from the calibration part.
 
-Each method returns at most ``LIMIT`` stored lessons (built-in advice is not a stored lesson
-and is not counted). Abstained = no stored lesson returned. A baseline returns the documents
-scoring at or above its threshold, calibrated on the dev split (the threshold maximising the
-correct decision rate there). hpcmem is run once with the vector threshold at -1 and its
-vector matches are then filtered per threshold - what recall itself does, checked against a
-real run at the configured threshold. Metrics are reported on the test split.
+Metrics: known top-1 (the right lesson first *and* in the match band; abstaining is wrong),
+MRR@5 (over every shown lesson, both bands), abstention on no-lesson queries, decision
+accuracy (both kinds of query), and a risk-coverage table (answered share vs wrong share of
+answers, as the answer threshold on the top probability/score moves).
 
-The category and decisive-token gates this script once prototyped (``gate``) are now part
-of kb/recall.py (``same_fix_class``); ``--prototypes`` still prints the re-gated rows, which
-must now equal hpcmem's own.
+This script prints aggregates only. Individual failures are printed by
+``fit_recall_model.py --failures``, on the calibration part.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import sys
-import tempfile
 import time
-from collections import defaultdict
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 
+from recall_corpus import REPO, plan  # noqa: E402
+
 SECTION = "## Recall quality"
-DATA = REPO / "data" / "samples" / "recall-dev"
-LIMIT = 5  # what `hpcmem recall` shows by default
-SWEEP = (0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95)
 
 
-# ----------------------------------------------------------------------------- data
-
-
-@dataclass
-class Query:
-    id: str
-    text: str
-    split: str
-    expected: str | None  # the pair id whose lesson is right; None for an unknown failure
-    variant: str | None = None
-
-
-@dataclass
-class Ranked:
-    """One method's answer to one query: stored lessons (pair ids), best first, with scores."""
-
-    hits: list[tuple[str, float]]
-    kinds: list[str] = field(default_factory=list)  # hpcmem only: match_kind per hit
-
-    def above(self, threshold: float, gated: set[str] | None = None) -> "Ranked":
-        """Hits that pass the threshold (only hits of a ``gated`` kind are tested), top LIMIT."""
-        keep = [i for i, (_, score) in enumerate(self.hits)
-                if score >= threshold or (gated is not None and self.kinds[i] not in gated)]
-        keep = keep[:LIMIT]
-        return Ranked([self.hits[i] for i in keep], [self.kinds[i] for i in keep] if self.kinds else [])
-
-
-def load(data: Path) -> tuple[list[dict], list[Query]]:
-    pairs = [json.loads(line) for line in (data / "pairs.jsonl").read_text().splitlines() if line.strip()]
-    unknown = [json.loads(line) for line in (data / "unknown.jsonl").read_text().splitlines() if line.strip()]
-    queries = [Query(p["id"], p["query_error"], p["split"], p["id"], p["variant"]) for p in pairs]
-    queries += [Query(u["id"], u["query_error"], u["split"], None) for u in unknown]
-    return pairs, queries
-
-
-# ----------------------------------------------------------------------------- metrics
-
-
-def metrics(queries: list[Query], answers: dict[str, Ranked]) -> dict[str, float]:
-    pairs = [q for q in queries if q.expected]
-    unknown = [q for q in queries if not q.expected]
-    top1 = sum(1 for q in pairs if answers[q.id].hits and answers[q.id].hits[0][0] == q.expected)
-    rr = []
-    for q in pairs:
-        ids = [pid for pid, _ in answers[q.id].hits]
-        rr.append(1.0 / (ids.index(q.expected) + 1) if q.expected in ids else 0.0)
-    abstained = [q for q in queries if not answers[q.id].hits]
-    abstained_unknown = sum(1 for q in abstained if not q.expected)
-    correct = top1 + abstained_unknown
-    wrong = sum(1 for q in pairs if answers[q.id].hits and answers[q.id].hits[0][0] != q.expected)
-    wrong += sum(1 for q in unknown if answers[q.id].hits)
+def summarise(p, answered: dict[str, tuple[str | None, float]], ranked: dict[str, list[str]]) -> dict:
+    """answered[qid] = (class given as the answer or None, top score); ranked[qid] = shown classes."""
+    rec, none = p.recurrences, p.no_lesson
+    top1 = sum(1 for q in rec if answered[q.id][0] == q.cls)
+    rr = [1.0 / (ranked[q.id].index(q.cls) + 1) if q.cls in ranked[q.id][:5] else 0.0 for q in rec]
+    abstain = sum(1 for q in none if answered[q.id][0] is None)
     return {
-        "top1": top1 / len(pairs) if pairs else 0.0,
-        "mrr": sum(rr) / len(rr) if rr else 0.0,
-        "abstain_precision": abstained_unknown / len(abstained) if abstained else 1.0,
-        "abstain_recall": abstained_unknown / len(unknown) if unknown else 1.0,
-        "correct_decision_rate": correct / len(queries) if queries else 0.0,
-        "confidently_wrong": wrong / len(queries) if queries else 0.0,
-        "pairs": len(pairs),
-        "unknown": len(unknown),
+        "known_top1": round(top1 / len(rec), 4),
+        "mrr5": round(sum(rr) / len(rr), 4),
+        "abstention": round(abstain / len(none), 4),
+        "decision_accuracy": round((top1 + abstain) / (len(rec) + len(none)), 4),
+        "abstained_on_recurrences": round(sum(1 for q in rec if answered[q.id][0] is None) / len(rec), 4),
     }
 
 
-def calibrate(queries: list[Query], answer_at: Callable[[str, float], Ranked], scores: list[float]) -> float:
-    """The threshold with the best correct decision rate on ``queries`` (middle of the best run).
-
-    ``answer_at(query_id, threshold)`` is what a method shows at that threshold.
-    """
-    values = sorted(set(scores))
-    cuts = [values[0] - 1e-3] + [(a + b) / 2 for a, b in zip(values, values[1:])] + [values[-1] + 1e-3]
-    rates = [metrics(queries, {q.id: answer_at(q.id, c) for q in queries})["correct_decision_rate"] for c in cuts]
-    best = max(rates)
-    winners = [c for c, r in zip(cuts, rates) if r == best]
-    return round(winners[len(winners) // 2], 4)
-
-
-# ----------------------------------------------------------------------------- methods
-
-
-def run_hpcmem(pairs: list[dict], queries: list[Query], home: Path) -> dict:
-    """Record the lessons, embed them, and recall every query (model loaded once)."""
-    os.environ["HPCMEM_HOME"] = str(home)
-    os.environ["HPCMEM_DISABLE_LOCAL_CONFIG"] = "1"
-    from hpcmem.kb.config import load_config
-    from hpcmem.kb.embed import Embedder, embed_missing_signatures, model_spec
-    from hpcmem.kb.recall import Recaller, RecallQuery
-    from hpcmem.kb.record import record
-    from hpcmem.kb.stack import StoreStack
-
-    config = load_config()
-    stack = StoreStack.from_config(config)
-    lesson_pair: dict[str, str] = {}
-    t0 = time.perf_counter()
-    for p in pairs:
-        lesson = record(stack, cause=p["cause"], fix=p["fix"], author="bench", source="human",
-                        error_text=p["record_error"])
-        lesson_pair[lesson["lesson_id"]] = p["id"]
-    record_s = time.perf_counter() - t0
-    embedder = Embedder(model_spec(config))
-    t0 = time.perf_counter()
-    embedded = embed_missing_signatures(stack.user, embedder)
-    embed_s = time.perf_counter() - t0
-
-    def ask(recaller, limit: int) -> tuple[dict[str, Ranked], dict[str, dict]]:
-        ranked, raw = {}, {}
-        for q in queries:
-            result = recaller.recall(RecallQuery(text=q.text, limit=limit))
-            stored = [m for m in result["matches"] if m["lesson_id"] is not None]
-            # Advice takes a slot of the shown list; keep it in the order so LIMIT cuts the same way.
-            ranked[q.id] = Ranked([(lesson_pair.get(m["lesson_id"], "?") if m["lesson_id"] else "<advice>",
-                                    m["similarity"]) for m in result["matches"]],
-                                  [m["match_kind"] for m in result["matches"]])
-            raw[q.id] = {"template": result["query"]["template"], "category": result["query"]["category"],
-                         "stages": result["stages"], "warnings": result["warnings"],
-                         "stored": [(lesson_pair.get(m["lesson_id"], "?"), m["match_kind"], m["similarity"],
-                                     m["score"]) for m in stored]}
-        return ranked, raw
-
-    # First, before any query vector is cached: without the model only exact and lexical can match.
-    no_model = Recaller(stack, config, allow_model=False)
-    plain, _ = ask(no_model, LIMIT)
-    no_model.close()
-    recaller = Recaller(stack, config, allow_model=True, embedder_factory=lambda: embedder)
-    configured = recaller.min_similarity["vector"]
-    t0 = time.perf_counter()
-    checked, _ = ask(recaller, LIMIT)  # exactly as configured: the reference for the sweep
-    recall_s = (time.perf_counter() - t0) / len(queries)
-    recaller.min_similarity["vector"] = -1.0
-    swept, raw = ask(recaller, 50)
-    recaller.close()
-    for q in queries:  # the post-hoc filter must reproduce the configured run
-        assert strip_advice(swept[q.id].above(configured, {"vector"})).hits == strip_advice(checked[q.id]).hits, q.id
-
-    stack.dispose()
-    return {"swept": swept, "raw": raw, "configured": configured, "no_model": plain, "embedder": embedder,
-            "timing": {"record_s": record_s, "embed_s": embed_s, "embedded": embedded,
-                       "recall_ms": recall_s * 1000}}
-
-
-def strip_advice(r: Ranked) -> Ranked:
-    keep = [i for i, (pid, _) in enumerate(r.hits) if pid != "<advice>"]
-    return Ranked([r.hits[i] for i in keep], [r.kinds[i] for i in keep] if r.kinds else [])
-
-
-def run_bm25(pairs: list[dict], queries: list[Query]) -> dict[str, Ranked]:
-    import bm25s
-
-    retriever = bm25s.BM25()
-    retriever.index(bm25s.tokenize([p["record_error"] for p in pairs], stopwords="en", show_progress=False),
-                    show_progress=False)
-    tokens = bm25s.tokenize([q.text for q in queries], stopwords="en", show_progress=False)
-    docs, scores = retriever.retrieve(tokens, k=len(pairs), show_progress=False, n_threads=1)
-    return {q.id: Ranked([(pairs[int(d)]["id"], float(s)) for d, s in zip(docs[i], scores[i]) if s > 0])
-            for i, q in enumerate(queries)}
-
-
-def run_raw_embedding(pairs: list[dict], queries: list[Query], embedder) -> dict[str, Ranked]:
-    import numpy as np
-
-    docs = embedder.encode([p["record_error"] for p in pairs])
-    asked = embedder.encode([q.text for q in queries])
-    sims = asked @ docs.T  # normalised vectors: cosine
+def threshold_answers(scores: dict[str, list[tuple[str, float]]], t: float) -> dict[str, tuple[str | None, float]]:
     out = {}
-    for i, q in enumerate(queries):
-        order = np.argsort(-sims[i], kind="stable")
-        out[q.id] = Ranked([(pairs[j]["id"], float(sims[i, j])) for j in order])
+    for qid, hits in scores.items():
+        top = hits[0] if hits else None
+        out[qid] = (top[0], top[1]) if top is not None and top[1] >= t else (None, top[1] if top else 0.0)
     return out
 
 
-# ----------------------------------------------------------------------------- prototype gates
-# NOT hpcmem behaviour: what two proposed changes to kb/recall.py would do, applied to the
-# vector matches hpcmem returned. (1) category gate: a neighbour filed under another failure
-# class is dropped (today it only loses 15%). (2) decisive-token gate: a neighbour whose
-# fix-deciding tokens (soname, symbol version, module/version, CUDA arch, header, and the
-# tokens its rule keeps: Python module, command, partition, symbol) are not all in the
-# query's template is dropped - libcudnn.so.8 is not libcudnn.so.9, torch is not torchvision.
-
-_DECISIVE = [re.compile(p) for p in (
-    r"(?<![\w+.-])[\w+-][\w+.-]*\.so(?:\.\d+)*(?![\w.])",
-    r"\b[A-Z][A-Z0-9]*_\d+(?:\.\d+)+\b",
-    r"(?<![\w/.:@-])[A-Za-z][\w.+-]*/\d[\w.+-]*(?![\w/])",
-    r"\b(?:sm|compute|lto)_\d+[a-z]?\b",
-    r"\b[\w+-]+\.(?:h|hh|hpp|hxx|cuh)\b",
-)]
-_WORD = re.compile(r"[A-Za-z0-9_+-]+")
+def best_threshold(p, scores: dict[str, list[tuple[str, float]]]) -> float:
+    values = sorted({s for hits in scores.values() for _, s in hits[:1]})
+    cuts = [values[0] - 1e-6] + [(a + b) / 2 for a, b in zip(values, values[1:])] + [values[-1] + 1e-6]
+    ranked = {qid: [c for c, _ in hits] for qid, hits in scores.items()}
+    rated = [(summarise(p, threshold_answers(scores, t), ranked)["decision_accuracy"], t) for t in cuts]
+    best = max(r for r, _ in rated)
+    winners = [t for r, t in rated if r == best]
+    return winners[len(winners) // 2]
 
 
-def decisive_words(template: str, category: str) -> set[str]:
-    from hpcmem.kb.signatures import load_rules
-
-    found = [m.group(0) for regex in _DECISIVE for m in regex.finditer(template)]
-    for rule in load_rules():
-        if rule.category == category:
-            for regex in rule.keep:
-                for m in regex.finditer(template):
-                    found += [v for v in m.groupdict().values() if v] if regex.groupindex else [m.group(0)]
-    return {w.lower() for token in found for w in _WORD.findall(token)}
-
-
-def gate(r: Ranked, query: dict, lessons: dict[str, tuple[str, str]], *, tokens: bool) -> Ranked:
-    """``r`` without the vector/lexical matches the proposed gates would drop."""
-    words = {w.lower() for w in _WORD.findall(query["template"])}
-    keep = []
-    for i, (pid, _) in enumerate(r.hits):
-        if r.kinds[i] in ("vector", "lexical"):
-            template, category = lessons[pid]
-            if category != query["category"] and query["category"] != "unknown":
-                continue
-            if tokens and not decisive_words(template, category) <= words:
-                continue
-        keep.append(i)
-    return Ranked([r.hits[i] for i in keep], [r.kinds[i] for i in keep])
+def risk_coverage(p, top: dict[str, tuple[str | None, float]]) -> list[dict]:
+    """Answer the queries whose top score is highest first: risk = wrong share of the answered."""
+    truth = {q.id: q.cls for q in p.recurrences} | {q.id: None for q in p.no_lesson}
+    order = sorted(truth, key=lambda qid: -top[qid][1])
+    rows = []
+    for coverage in (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0):
+        n = max(1, round(coverage * len(order)))
+        answered = order[:n]
+        wrong = sum(1 for qid in answered if top[qid][0] != truth[qid])
+        rows.append({"coverage": coverage, "answered": n, "risk": round(wrong / n, 4)})
+    return rows
 
 
-# ----------------------------------------------------------------------------- report
+def run(part: str) -> dict:
+    from recall_methods import HpcmemStore, bm25_scores, hpcmem_answers, minilm_scores
+
+    target, cal = plan(part), plan("calibration")
+    out: dict = {"part": part, "lessons": len(target.lessons), "recurrences": len(target.recurrences),
+                 "no_lesson": len(target.no_lesson), "classes": len({q.cls for q in target.queries}
+                                                                     | {c.name for _, c in target.lessons})}
+    t0 = time.perf_counter()
+    store = HpcmemStore(target)
+    out["record_and_embed_s"] = round(time.perf_counter() - t0, 2)
+    for name, allow in (("hpcmem", True), ("hpcmem --no-model", False)):
+        t0 = time.perf_counter()
+        answers = hpcmem_answers(store, target.queries, allow_model=allow)
+        elapsed = (time.perf_counter() - t0) / len(target.queries)
+        answered = {qid: ((a["ranked"][0][0] if a["ranked"] and a["ranked"][0][2] == "match" else None),
+                          a["ranked"][0][1] if a["ranked"] else 0.0) for qid, a in answers.items()}
+        top = {qid: ((a["ranked"][0][0] if a["ranked"] else None), a["ranked"][0][1] if a["ranked"] else 0.0)
+               for qid, a in answers.items()}
+        ranked = {qid: [c for c, _, _ in a["ranked"]] for qid, a in answers.items()}
+        out[name] = summarise(target, answered, ranked) | {"ms_per_query": round(elapsed * 1000, 1),
+                                                           "risk_coverage": risk_coverage(target, top)}
+    # Baselines: thresholds from the calibration part, applied to this part.
+    cal_store_embedder = store.embedder
+    for name, scorer in (("BM25 (raw text)", lambda pl: bm25_scores(pl)),
+                         ("MiniLM cosine (raw text)", lambda pl: minilm_scores(pl, cal_store_embedder))):
+        threshold = best_threshold(cal, scorer(cal))
+        scores = scorer(target)
+        ranked = {qid: [c for c, _ in hits] for qid, hits in scores.items()}
+        answered = threshold_answers(scores, threshold)
+        out[name] = summarise(target, answered, ranked) | {
+            "threshold": round(threshold, 4),
+            "risk_coverage": risk_coverage(target, {qid: ((h[0][0] if h else None), h[0][1] if h else 0.0)
+                                                    for qid, h in scores.items()}),
+        }
+        out[name + ", no threshold"] = summarise(target, threshold_answers(scores, float("-inf")), ranked)
+    store.close()
+    return out
 
 
-def top_scores(queries: list[Query], ranked: dict[str, Ranked]) -> list[float]:
-    return [ranked[q.id].hits[0][1] for q in queries if ranked[q.id].hits]
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=DATA)
-    parser.add_argument("--json", help="also write the figures and every hpcmem answer to this file")
-    parser.add_argument("--write", help=f"update the '{SECTION}' section of this markdown file")
-    parser.add_argument("--prototypes", action="store_true", help="also print hpcmem's answers re-gated by the prototype gates")
-    parser.add_argument("--failures", action="store_true", help="print every wrong decision of hpcmem as configured")
-    args = parser.parse_args()
-
-    pairs, queries = load(args.data)
-    with tempfile.TemporaryDirectory(prefix="hpcmem-recall-bench-") as tmp:
-        os.chmod(tmp, 0o700)
-        hp = run_hpcmem(pairs, queries, Path(tmp))
-    bm25 = run_bm25(pairs, queries)
-    raw = run_raw_embedding(pairs, queries, hp["embedder"])
-    ev = evaluate(pairs, queries, hp, bm25, raw, prototypes=args.prototypes)
-
-    report = render(pairs, queries, hp, ev)
-    print(report)
-    if args.failures:
-        print("\nhpcmem (configured) wrong decisions, all splits:")
-        print("\n".join(failure_lines(queries, ev["answers"][ev["configured"]], hp["raw"])))
-    if args.json:
-        Path(args.json).write_text(json.dumps({
-            "results": ev["results"], "thresholds": ev["thresholds"], "sweep": ev["sweep"],
-            "timing": hp["timing"], "hpcmem_answers": hp["raw"]}, indent=1))
-    if args.write:
-        from bench_ingest import write_section
-
-        write_section(Path(args.write), SECTION, report)
-
-
-def evaluate(pairs, queries, hp, bm25, raw, prototypes: bool = False) -> dict:
-    """Calibrate every method on dev, then score all of them on each split."""
-    from hpcmem.kb.redact import redact_text
-    from hpcmem.kb.signatures import fingerprint
-
-    dev = [q for q in queries if q.split == "dev"]
-    test = [q for q in queries if q.split == "test"]
-    swept, configured = hp["swept"], hp["configured"]
-    lessons = {p["id"]: (sig.template, sig.category) for p in pairs
-               for sig in [fingerprint(redact_text(p["record_error"]))]}
-
-    def hpcmem_at(qid: str, threshold: float) -> Ranked:
-        return strip_advice(swept[qid].above(threshold, {"vector"}))
-
-    def gated_at(tokens: bool) -> Callable[[str, float], Ranked]:
-        return lambda qid, t: strip_advice(gate(swept[qid], hp["raw"][qid], lessons, tokens=tokens)
-                                           .above(t, {"vector"}))
-
-    # hpcmem's candidate thresholds: the vector similarities seen on dev (exact/lexical are not gated)
-    sims = [s for q in dev for (_, s), k in zip(swept[q.id].hits, swept[q.id].kinds) if k == "vector"]
-    sims.append(configured)
-    chosen = calibrate(dev, hpcmem_at, sims)
-    proto = {"category gate": gated_at(False), "category + decisive-token gates": gated_at(True)}
-    proto_t = {name: calibrate(dev, fn, sims) for name, fn in proto.items()}
-    bm25_t = calibrate(dev, lambda qid, t: bm25[qid].above(t), top_scores(dev, bm25))
-    raw_t = calibrate(dev, lambda qid, t: raw[qid].above(t), top_scores(dev, raw))
-
-    names = {"configured": f"hpcmem, configured (vector >= {configured:g})",
-             "calibrated": f"hpcmem, dev-calibrated (vector >= {chosen:g})"}
-    answers = {
-        names["configured"]: {q.id: hpcmem_at(q.id, configured) for q in queries},
-        names["calibrated"]: {q.id: hpcmem_at(q.id, chosen) for q in queries},
-        "hpcmem without the model (exact + lexical)": {q.id: strip_advice(hp["no_model"][q.id]) for q in queries},
-        f"BM25 on raw text (score >= {bm25_t:g})": {q.id: bm25[q.id].above(bm25_t) for q in queries},
-        f"raw-text embedding, cosine (>= {raw_t:g})": {q.id: raw[q.id].above(raw_t) for q in queries},
-    }
-    for name, fn in proto.items() if prototypes else ():
-        answers[f"prototype, not hpcmem: {name} (vector >= {proto_t[name]:g})"] = {
-            q.id: fn(q.id, proto_t[name]) for q in queries}
-    results = {name: {"test": metrics(test, a), "dev": metrics(dev, a), "all": metrics(queries, a)}
-               for name, a in answers.items()}
-    sweep = []
-    for t in SWEEP:
-        row = {"threshold": t}
-        for label, fn in (("hpcmem", hpcmem_at), ("gated", proto["category + decisive-token gates"])):
-            for split, qs in (("dev", dev), ("test", test)):
-                row[f"{label}_{split}"] = metrics(qs, {q.id: fn(q.id, t) for q in qs})
-        sweep.append(row)
-    return {
-        "answers": answers, "results": results, "sweep": sweep, **names,
-        "thresholds": {"configured": configured, "dev_calibrated": chosen, "bm25": bm25_t,
-                       "raw_embedding": raw_t, "prototypes": proto_t},
-        "breakdown": failure_breakdown(queries, answers[names["calibrated"]], hp["raw"], lessons),
-    }
-
-
-def failure_breakdown(queries, answers, raw, lessons) -> dict[str, list[str]]:
-    """Every wrong decision of one hpcmem run, grouped by why it happened."""
-    groups: dict[str, list[str]] = defaultdict(list)
-    for q in queries:
-        a = answers[q.id]
-        if not a.hits:
-            if q.expected:
-                groups["pair abstained on: its lesson's similarity is below the threshold"].append(q.id)
-            continue
-        pid, sim = a.hits[0]
-        if pid == q.expected:
-            continue
-        label = f"{q.id} -> {pid} ({a.kinds[0]} {sim:.2f})"
-        query, (template, category) = raw[q.id], lessons[pid]
-        if q.expected:
-            groups["pair answered with another lesson"].append(label)
-        elif a.kinds[0] == "exact":
-            groups["exact fingerprint match on a lesson that does not apply"].append(label)
-        elif category != query["category"]:
-            groups["neighbour filed under another failure class"].append(label)
-        elif not decisive_words(template, category) <= {w.lower() for w in _WORD.findall(query["template"])}:
-            groups["same class, but a fix-deciding token differs"].append(label)
-        else:
-            groups["same class and tokens, only the message differs"].append(label)
-    return groups
-
-
-def render(pairs, queries, hp, ev) -> str:
-    test = [q for q in queries if q.split == "test"]
-    n_test_pairs = sum(1 for q in test if q.expected)
-    shown = {"configured": ev["answers"][ev["configured"]], "calibrated": ev["answers"][ev["calibrated"]]}
+def markdown(result: dict) -> str:
+    methods = [k for k in result if isinstance(result[k], dict) and "known_top1" in result[k]]
     lines = [
-        SECTION,
-        "",
-        f"Data: `data/samples/recall-dev/` - {len(pairs)} recorded lessons over "
-        f"{len({p['class'] for p in pairs})} failure classes (1-4 lessons per class, with different fixes) and "
-        f"{len(queries) - len(pairs)} unknown failures (classes with no lesson, and hard negatives that look like a "
-        f"recorded lesson but need another fix). Test split: {n_test_pairs} pairs + {len(test) - n_test_pairs} "
-        "unknowns; every threshold is calibrated on the dev split (best correct-decision rate). All methods "
-        f"see the same lessons and return at most {LIMIT}; abstained = no stored lesson returned (built-in "
-        "advice is not counted). Correct decision = a pair answered with its lesson first, or an unknown "
-        "abstained on; confidently wrong = a wrong lesson first.",
-        "",
-        "| method | top-1 | MRR | abstain precision | abstain recall | correct decisions | confidently wrong "
-        "| correct decisions, dev / all |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        SECTION, "",
+        f"Corpus part **{result['part']}** of `data/corpus/` (real error texts from public issue trackers and "
+        f"documentation, see its README): {result['lessons']} recorded lessons, {result['recurrences']} "
+        f"recurrences written by other people, {result['no_lesson']} failures with no lesson, "
+        f"{result['classes']} classes. The scorer and every threshold were fitted on the calibration part only. "
+        "Reproduce: `.venv/bin/python bench/bench_recall_quality.py --write docs/benchmarks.md`.", "",
+        "| method | known top-1 | MRR@5 | abstention (no lesson) | decision accuracy | abstained on recurrences |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
     ]
-    for name, r in ev["results"].items():
-        m = r["test"]
-        lines.append(f"| {name} | {m['top1']:.3f} | {m['mrr']:.3f} | {m['abstain_precision']:.3f} | "
-                     f"{m['abstain_recall']:.3f} | {m['correct_decision_rate']:.3f} | {m['confidently_wrong']:.3f} | "
-                     f"{r['dev']['correct_decision_rate']:.3f} / {r['all']['correct_decision_rate']:.3f} |")
-    lines += ["", "hpcmem top-1 accuracy by how the query differs from the recorded error (test / all splits):", "",
-              "| variant | configured | dev-calibrated |", "|---|---:|---:|"]
-    for variant in ("ids", "wording", "noise"):
-        cells = []
-        for answers in shown.values():
-            counts = []
-            for subset in (test, queries):
-                qs = [q for q in subset if q.variant == variant]
-                ok = sum(1 for q in qs if answers[q.id].hits and answers[q.id].hits[0][0] == q.expected)
-                counts.append(f"{ok}/{len(qs)}")
-            cells.append(" / ".join(counts))
-        lines.append(f"| {variant} | {cells[0]} | {cells[1]} |")
-    lines += ["", "hpcmem by the match kind of the first stored lesson, all splits (pairs answered / right / "
-              "unknowns answered):", "", "| match kind | configured | dev-calibrated |", "|---|---:|---:|"]
-    for kind in ("exact", "vector", "lexical"):
-        cells = []
-        for answers in shown.values():
-            firsts = [(q, answers[q.id]) for q in queries if answers[q.id].hits and answers[q.id].kinds[0] == kind]
-            cells.append(f"{sum(1 for q, _ in firsts if q.expected)} / "
-                         f"{sum(1 for q, a in firsts if a.hits[0][0] == q.expected)} / "
-                         f"{sum(1 for q, _ in firsts if not q.expected)}")
-        lines.append(f"| {kind} | {cells[0]} | {cells[1]} |")
-    lines += ["", "Vector threshold sweep: correct decisions dev / test, and top-1 and abstain recall on test, "
-              "for hpcmem and for hpcmem with both prototype gates:", "",
-              "| vector >= | hpcmem | top-1 | abstain recall | with gates | top-1 | abstain recall |",
-              "|---:|---:|---:|---:|---:|---:|---:|"]
-    for row in ev["sweep"]:
-        h, g = (row["hpcmem_dev"], row["hpcmem_test"]), (row["gated_dev"], row["gated_test"])
-        lines.append(f"| {row['threshold']:g} | {h[0]['correct_decision_rate']:.3f} / "
-                     f"{h[1]['correct_decision_rate']:.3f} | {h[1]['top1']:.3f} | {h[1]['abstain_recall']:.3f} | "
-                     f"{g[0]['correct_decision_rate']:.3f} / {g[1]['correct_decision_rate']:.3f} | "
-                     f"{g[1]['top1']:.3f} | {g[1]['abstain_recall']:.3f} |")
-    lines += ["", f"Wrong decisions of {ev['calibrated']}, all splits, by cause:", ""]
-    for cause, items in ev["breakdown"].items():
-        lines.append(f"- {cause} ({len(items)}): " + "; ".join(f"`{item}`" for item in items))
-    timing = hp["timing"]
-    lines += ["",
-              f"Recording {len(pairs)} lessons: {timing['record_s']:.1f} s; embedding their {timing['embedded']} "
-              f"signatures: {timing['embed_s']:.1f} s; recall: {timing['recall_ms']:.0f} ms per query (model "
-              "loaded, one process).",
-              "",
-              "Reproduce: `.venv/bin/python bench/bench_recall_quality.py --failures --write docs/benchmarks.md`",
-              ""]
+    for m in methods:
+        r = result[m]
+        lines.append(f"| {m} | {r['known_top1']:.3f} | {r['mrr5']:.3f} | {r['abstention']:.3f} | "
+                     f"{r['decision_accuracy']:.3f} | {r['abstained_on_recurrences']:.3f} |")
+    lines += ["", "Risk-coverage (queries answered in order of their top score; risk = share of answers that "
+              "are wrong, an answer to a no-lesson query is wrong):", "",
+              "| coverage | " + " | ".join(m for m in methods if "risk_coverage" in result[m]) + " |",
+              "| ---: | " + " | ".join("---:" for m in methods if "risk_coverage" in result[m]) + " |"]
+    rc = {m: result[m]["risk_coverage"] for m in methods if "risk_coverage" in result[m]}
+    for i, row in enumerate(next(iter(rc.values()))):
+        lines.append(f"| {row['coverage']:.0%} | " + " | ".join(f"{rc[m][i]['risk']:.3f}" for m in rc) + " |")
+    hp = result["hpcmem"]
+    lines += ["", f"hpcmem answered in {hp['ms_per_query']} ms per query with the model loaded "
+              f"(`--no-model`: {result['hpcmem --no-model']['ms_per_query']} ms).", ""]
     return "\n".join(lines)
 
 
-def failure_lines(queries, hp_answers, raw) -> list[str]:
-    out = []
-    for q in queries:
-        a = hp_answers[q.id]
-        got = a.hits[0][0] if a.hits else None
-        if got == q.expected:
-            continue
-        seen = raw[q.id]
-        top = ", ".join(f"{pid} {kind} {sim:.3f}" for pid, kind, sim, _ in seen["stored"][:3]) or "nothing"
-        verdict = "abstained" if got is None else f"answered {got}"
-        out.append(f"- [{q.split}] {q.id} ({q.variant or 'unknown'}): {verdict}; "
-                   f"template {seen['category']}: {seen['template']!r}; candidates: {top}")
-    return out
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--part", default="heldout", choices=("heldout", "calibration"))
+    ap.add_argument("--json", type=Path)
+    ap.add_argument("--write", type=Path, help="replace the Recall quality section of this markdown file")
+    args = ap.parse_args()
+    result = run(args.part)
+    print(json.dumps(result, indent=1))
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1))
+    if args.write:
+        text = args.write.read_text() if args.write.exists() else ""
+        section = markdown(result)
+        pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.S | re.M)
+        text = pattern.sub(section + "\n", text) if pattern.search(text) else text.rstrip() + "\n\n" + section
+        args.write.write_text(text)
 
 
 if __name__ == "__main__":

@@ -37,8 +37,8 @@ from hpcmem.kb.errors import InputError, PermissionDenied, StoreError
 
 # Tables of the current schema, by what a writer may do with them. A test checks that
 # every table of a freshly migrated store is in exactly one group.
-LESSON_TABLES = ("lessons", "lesson_conditions", "lesson_evidence")
-PROPOSAL_TABLES = ("lesson_conditions", "lesson_evidence", "signatures")  # + lessons under RLS
+LESSON_TABLES = ("lessons", "lesson_conditions", "lesson_evidence", "lesson_aliases")
+PROPOSAL_TABLES = ("lesson_conditions", "lesson_evidence", "lesson_aliases", "signatures")  # + lessons under RLS
 DATA_TABLES = ("signatures", "occurrences", "job_records", "env_snapshots", "recall_events",
                "query_vectors", "store_meta")
 APPEND_ONLY_TABLES = ("audit_log",)
@@ -158,7 +158,7 @@ def grant_statements(plan: RolePlan) -> list[str]:
 
     # Evidence and conditions: a member may only attach them to a proposal (a candidate),
     # never to a lesson a lead has already validated.
-    for name in ("lesson_evidence", "lesson_conditions"):
+    for name in ("lesson_evidence", "lesson_conditions", "lesson_aliases"):
         attached = table(name)
         sql.append(f"ALTER TABLE {attached} ENABLE ROW LEVEL SECURITY")
         for policy in ("hpcmem_read", "hpcmem_propose", "hpcmem_curate"):

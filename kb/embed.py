@@ -449,22 +449,33 @@ def cache_query_vector(store: "Store", template: str, category: str, model_id: s
 
 def query_vector(store: "Store", template: str, category: str, model_id: str,
                  make_embedder: "Callable[[], Embedder]") -> "np.ndarray":
-    """The vector recall searches with: cached when the template is known, else encoded once.
+    """The vector recall searches with: cached when the template is known, else encoded once."""
+    return vectors_for(store, [(template, category)], model_id, make_embedder)[0]
 
-    ``make_embedder`` is only called on a cache miss, so a known template never loads
-    the model (nor imports torch). A store that cannot be written just is not cached in.
+
+def vectors_for(store: "Store", items: "list[tuple[str, str]]", model_id: str,
+                make_embedder: "Callable[[], Embedder] | None") -> "list[np.ndarray | None]":
+    """Vectors of (template, category) pairs: cached ones from ``store``, the rest encoded in
+    one batch and cached there. The one path every query-side vector takes.
+
+    ``make_embedder`` is only called on a cache miss, so known texts never load the model
+    (nor import torch); without one, misses stay None. A store that cannot be written is
+    simply not cached in.
     """
     from sqlalchemy.exc import SQLAlchemyError
 
-    vector = cached_query_vector(store, template, category, model_id)
-    if vector is not None:
-        return vector
+    out = [cached_query_vector(store, t, c, model_id) for t, c in items]
+    missing = [i for i, v in enumerate(out) if v is None]
+    if not missing or make_embedder is None:
+        return out
     embedder = make_embedder()
     if embedder.model_id != model_id:
         raise ConfigError(f"embedder model {embedder.model_id} is not the requested {model_id}")
-    vector = embedder.encode([text_for_embedding(template, category)])[0]
-    try:
-        cache_query_vector(store, template, category, model_id, vector)
-    except SQLAlchemyError:
-        pass  # a read-only store: the next recall of this template encodes it again
-    return vector
+    encoded = embedder.encode([text_for_embedding(*items[i]) for i in missing])
+    for i, vector in zip(missing, encoded):
+        out[i] = vector
+        try:
+            cache_query_vector(store, items[i][0], items[i][1], model_id, vector)
+        except SQLAlchemyError:
+            pass  # a read-only store: the next recall of this text encodes it again
+    return out

@@ -25,7 +25,7 @@ from sqlalchemy.orm import Session
 
 from hpcmem.kb.actions import validate_action
 from hpcmem.kb.errors import InputError
-from hpcmem.kb.models import LESSON_SOURCES, AuditEntry, Lesson, LessonCondition, LessonEvidence, Signature
+from hpcmem.kb.models import LESSON_SOURCES, AuditEntry, Lesson, LessonAlias, LessonCondition, LessonEvidence, Signature
 from hpcmem.kb.redact import redact_text
 from hpcmem.kb.safety import detect_injection, lint_fix, sanitize_text
 from hpcmem.kb.store import Store
@@ -71,6 +71,8 @@ class LessonDraft:
     confidence: float | None = None
     valid_until: dt.datetime | None = None
     evidence: list[dict[str, Any]] = field(default_factory=list)  # {kind, occurrence_id?, job_id?, note?}
+    excerpt: str | None = None  # masked excerpt of the error (signatures.excerpt_template)
+    aliases: list[dict[str, Any]] = field(default_factory=list)  # {fingerprint, template, category, excerpt, source}
 
 
 def clean_text(text: str | None, limit: int = MAX_TEXT) -> str | None:
@@ -161,8 +163,11 @@ def record_lesson(store: Store, draft: LessonDraft, *, actor: str) -> dict[str, 
             status=draft.status or INITIAL_STATUS[draft.source],
             confidence=draft.confidence if draft.confidence is not None else INITIAL_CONFIDENCE[draft.source],
             source=draft.source, author=draft.author, safety_flags=flags, created_at=now, updated_at=now,
-            valid_until=draft.valid_until,
+            valid_until=draft.valid_until, excerpt=draft.excerpt,
         )
+        lesson.aliases = [LessonAlias(fingerprint=a["fingerprint"], template=a["template"], category=a["category"],
+                                      excerpt=a.get("excerpt"), source=a.get("source", "import"), actor=actor)
+                          for a in draft.aliases if a["fingerprint"] != draft.fingerprint]
         lesson.conditions = [LessonCondition(kind=c.kind, name=c.name, value=c.value, op=c.op) for c in conditions]
         lesson.evidence = [
             LessonEvidence(kind=e.get("kind", "occurrence"), occurrence_id=e.get("occurrence_id"), job_id=e.get("job_id"),
@@ -207,4 +212,10 @@ def lesson_to_dict(lesson: Lesson, sig: Signature | None = None) -> dict[str, An
             ],
         },
         "valid_until": lesson.valid_until.isoformat() if lesson.valid_until else None,
+        "excerpt": lesson.excerpt,
+        "aliases": [
+            {"fingerprint": a.fingerprint, "template": a.template, "category": a.category, "source": a.source,
+             "created_at": a.created_at.isoformat() if a.created_at else None}
+            for a in (lesson.aliases or [])
+        ],
     }

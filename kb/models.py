@@ -176,6 +176,9 @@ class Lesson(Base):
     context: Mapped[str | None] = mapped_column(Text)
     cause: Mapped[str] = mapped_column(Text)
     fix: Mapped[str] = mapped_column(Text)
+    # The (redacted) error text the lesson was recorded from: recall compares a new failure
+    # with all of it, not only with the decisive line the fingerprint hashes.
+    excerpt: Mapped[str | None] = mapped_column(Text)
     actions: Mapped[list[Any]] = mapped_column(default=list)
     status: Mapped[str] = mapped_column(String(16), default="candidate")
     previous_status: Mapped[str | None] = mapped_column(String(16))
@@ -196,6 +199,7 @@ class Lesson(Base):
         back_populates="lesson", cascade="all, delete-orphan"
     )
     evidence: Mapped[list["LessonEvidence"]] = relationship(back_populates="lesson", cascade="all, delete-orphan")
+    aliases: Mapped[list["LessonAlias"]] = relationship(back_populates="lesson", cascade="all, delete-orphan")
 
 
 class LessonCondition(Base):
@@ -212,6 +216,27 @@ class LessonCondition(Base):
     op: Mapped[str | None] = mapped_column(String(8))  # for limits: '>=', '<=', '=='
 
     lesson: Mapped[Lesson] = relationship(back_populates="conditions")
+
+
+class LessonAlias(Base):
+    """Another fingerprint of the same failure, learnt when the lesson's fix was confirmed
+    for it (feedback with the error, or a successful resubmission after a recall). The next
+    recurrence of an alias is an exact match; a contradiction removes the alias."""
+
+    __tablename__ = "lesson_aliases"
+    __table_args__ = (UniqueConstraint("lesson_id", "fingerprint"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    lesson_id: Mapped[str] = mapped_column(ForeignKey("lessons.id", ondelete="CASCADE"), index=True)
+    fingerprint: Mapped[str] = mapped_column(String(64), index=True)
+    template: Mapped[str] = mapped_column(Text)
+    category: Mapped[str] = mapped_column(String(64))
+    excerpt: Mapped[str | None] = mapped_column(Text)
+    source: Mapped[str] = mapped_column(String(32))  # feedback | resubmission | merge | import
+    actor: Mapped[str | None] = mapped_column(String(64))
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+    lesson: Mapped[Lesson] = relationship(back_populates="aliases")
 
 
 class LessonEvidence(Base):

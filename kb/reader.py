@@ -19,7 +19,7 @@ from hpcmem.kb.errors import StoreError
 from hpcmem.kb.schema_version import SCHEMA_HEAD
 
 LESSON_COLUMNS = (
-    "id", "signature_id", "fingerprint", "scope", "scope_name", "context", "cause", "fix", "actions", "status",
+    "id", "signature_id", "fingerprint", "scope", "scope_name", "context", "cause", "fix", "excerpt", "actions", "status",
     "status_reason", "confidence", "confirmations", "contradictions", "source", "author", "safety_flags",
     "created_at", "updated_at", "last_confirmed_at", "valid_until", "previous_status",
 )
@@ -181,15 +181,34 @@ class StoreReader:
         )
         return self._attach(self._rows(LESSON_COLUMNS, rows))
 
-    def lesson_signatures_in_category(self, category: str, limit: int = 2000) -> list[dict[str, Any]]:
-        """Signatures of one category that have at least one visible lesson (lexical fallback)."""
+    def lessons_for_alias(self, fingerprint: str, *, include_expired: bool = False) -> list[dict[str, Any]]:
+        """Lessons that learnt this fingerprint as an alias (a confirmed variant)."""
+        hidden = ("rejected",) if include_expired else ("rejected", "expired")
         rows = self.query(
-            f"SELECT {', '.join('s.' + c for c in SIGNATURE_COLUMNS)} FROM signatures s WHERE s.category = ? "
-            "AND EXISTS (SELECT 1 FROM lessons l WHERE l.signature_id = s.id AND l.status NOT IN ('rejected', 'expired')) "
-            "LIMIT ?",
-            [category, limit],
+            f"SELECT {', '.join('l.' + c for c in LESSON_COLUMNS)} FROM lessons l "
+            "WHERE l.id IN (SELECT a.lesson_id FROM lesson_aliases a WHERE a.fingerprint = ?) "
+            f"AND l.status NOT IN ({self._placeholders(len(hidden))})",
+            [fingerprint, *hidden],
         )
-        return self._rows(SIGNATURE_COLUMNS, rows)
+        return self._attach(self._rows(LESSON_COLUMNS, rows))
+
+    def lesson_texts(self, limit: int, *, include_expired: bool = False) -> list[tuple[str, str, str, str | None]]:
+        """(lesson id, decisive template, category, excerpt) of the newest visible lessons:
+        what the lexical candidate scan reads. Ordered, so a truncated scan is deterministic."""
+        hidden = ("rejected",) if include_expired else ("rejected", "expired")
+        return [tuple(r) for r in self.query(
+            "SELECT l.id, s.template, s.category, l.excerpt FROM lessons l JOIN signatures s ON s.id = l.signature_id "
+            f"WHERE l.status NOT IN ({self._placeholders(len(hidden))}) ORDER BY l.updated_at DESC, l.id LIMIT ?",
+            [*hidden, limit],
+        )]
+
+    def lessons_by_ids(self, ids: list[str]) -> list[dict[str, Any]]:
+        if not ids:
+            return []
+        rows = self.query(
+            f"SELECT {', '.join(LESSON_COLUMNS)} FROM lessons WHERE id IN ({self._placeholders(len(ids))})", ids
+        )
+        return self._attach(self._rows(LESSON_COLUMNS, rows))
 
     def _attach(self, lessons: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Conditions and evidence of each lesson, two queries for all of them."""
@@ -207,9 +226,26 @@ class StoreReader:
             f"SELECT lesson_id, kind, job_id, occurrence_id FROM lesson_evidence WHERE lesson_id IN ({marks}) ORDER BY id", ids
         ):
             evidence[lesson_id].append({"kind": kind, "job_id": job_id, "occurrence_id": occurrence_id})
+        aliases: dict[str, list] = {i: [] for i in ids}
+        for lesson_id, fingerprint, template, category, excerpt in self.query(
+            f"SELECT lesson_id, fingerprint, template, category, excerpt FROM lesson_aliases "
+            f"WHERE lesson_id IN ({marks}) ORDER BY id", ids
+        ):
+            aliases[lesson_id].append({"fingerprint": fingerprint, "template": template, "category": category,
+                                       "excerpt": excerpt})
+        signatures: dict[int, tuple[str, str]] = {}
+        sig_ids = sorted({l["signature_id"] for l in lessons if l.get("signature_id") is not None})
+        if sig_ids:
+            for sid, template, category in self.query(
+                f"SELECT id, template, category FROM signatures WHERE id IN ({self._placeholders(len(sig_ids))})",
+                sig_ids,
+            ):
+                signatures[sid] = (template, category)
         for lesson in lessons:
             lesson["conditions"] = conditions[lesson["id"]]
             lesson["evidence"] = evidence[lesson["id"]]
+            lesson["aliases"] = aliases[lesson["id"]]
+            lesson["template"], lesson["category"] = signatures.get(lesson.get("signature_id"), ("", "unknown"))
         return lessons
 
     def occurrence_for_job(self, job_id: str, cluster: str | None = None) -> dict[str, Any] | None:

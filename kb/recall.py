@@ -1,46 +1,45 @@
 """Recall: the lessons that apply to a failure, from every store the caller can read.
 
-Pipeline, cheapest first:
+Candidates are found cheaply, then every candidate is scored (``kb/scoring.py``): the
+fingerprint finds candidates, it does not decide.
 
-1. **exact** - lessons on the query's own fingerprint, in every store. Uses plain SQL
-   (``StoreReader``): no SQLAlchemy, numpy, FAISS or model on this path.
-2. **vector** - only when no exact lesson exists: FAISS neighbours of the query's
-   embedding. The vector comes from the signature table or the query-vector cache when
-   the template is known; the model is loaded only for a never-seen template.
-3. **lexical** - when vectors are unavailable or found nothing: token overlap with the
-   templates of lessons in the same category.
-4. **advice** - built-in, data-driven advice for the category (lowest precedence).
+1. **exact** - lessons on the query's own fingerprint or on one of their aliases (confirmed
+   variants), in every store. Plain SQL (``StoreReader``) and the pure-Python lexical model:
+   no SQLAlchemy, numpy, FAISS or embedding model. When one of them is in the *match* band,
+   recall answers here.
+2. **wide** - otherwise: FAISS neighbours of the query's decisive line, plus the lessons whose
+   excerpts share the most rare words with the query. All candidates (the exact ones too)
+   are scored with the full model, embeddings included; the model is loaded only for text
+   whose vector is not cached. Without the model (``--no-model`` or no ``ml`` extra) the
+   lexical model scores them.
 
-Matches from all stores are merged and ranked by ``score`` (see ``_score``): similarity,
-scope precedence (user > lab > cluster > built-in), status and confidence, plus a boost
-when a lesson's conditions match the caller's context. Below the calibrated threshold
-recall abstains: "no known lesson" is better than a wrong lesson stated with confidence.
-Expired and rejected lessons are never shown unless asked for; stale ones are shown
-with the reasons they went stale.
+Each lesson gets a calibrated probability and a band: **match** (apply it) or **related**
+(shown with what differs). Below the related band it is dropped. ``abstained`` is true when
+no stored lesson is in the match band. Built-in advice (``advice``) stands apart from the
+stored lessons in ``matches``. Expired and rejected lessons are never shown unless asked
+for; stale ones are shown with the reasons they went stale.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
-import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from hpcmem.kb.errors import NotFound
+from hpcmem.kb.errors import InputError, NotFound
 from hpcmem.kb.reader import StoreReader
 from hpcmem.kb.redact import redact_text
-from hpcmem.kb.signatures import Signature, decisive_tokens, fingerprint, template_words
+from hpcmem.kb.scoring import Evidence, Probe, Variant, describe, judge, load_model
+from hpcmem.kb.signatures import CONTENTLESS, Signature, fingerprint, has_content, words
 from hpcmem.kb.trust import trust_level
 
-RECALL_SCHEMA_VERSION = "1.0"
+RECALL_SCHEMA_VERSION = "2.0"
 
-SCOPE_WEIGHT = {"user": 1.0, "lab": 0.95, "cluster": 0.9, "builtin": 0.7}
-STATUS_WEIGHT = {"validated": 1.0, "candidate": 0.85, "stale": 0.6, "expired": 0.3}
-DEFAULT_MIN_SIMILARITY = {"vector": 0.75, "lexical": 0.6}
+SCOPE_ORDER = {"user": 0, "lab": 1, "cluster": 2}
 NEIGHBOURS = 10
-GENERIC_CATEGORIES = {"unknown"}
-
-_TOKEN = re.compile(r"<[A-Z]+>|[A-Za-z_][A-Za-z0-9_.+/-]*|\d+")
+LEXICAL_CANDIDATES = 10
+LEXICAL_SCAN_LIMIT = 5000
 
 
 @dataclass
@@ -60,40 +59,23 @@ class Candidate:
     lesson: dict[str, Any]
     store: str
     scope: str
-    match_kind: str
-    similarity: float
-    matched_fingerprint: str
-    score: float = 0.0
+    found_by: str  # exact | alias | vector | lexical
+    evidence: Evidence | None = None
     boosts: list[str] = field(default_factory=list)
+    rank_score: float = 0.0
+    variants: list[Variant] = field(default_factory=list)
 
+    def __post_init__(self) -> None:
+        self.variants = self.variants or variants_of(self.lesson)
 
-def tokens(template: str) -> set[str]:
-    return {t.lower() for t in _TOKEN.findall(template) if not t.startswith("<")}
-
-
-def lexical_similarity(a: str, b: str) -> float:
-    ta, tb = tokens(a), tokens(b)
-    if not ta or not tb:
-        return 0.0
-    return len(ta & tb) / len(ta | tb)
-
-
-def same_fix_class(query: Signature, template: str, category: str) -> bool:
-    """Gates for similar (not identical) signatures, measured on the recall dev set.
-
-    A neighbour from another failure class is a different problem, however close its
-    wording (a CUDA OOM is not a host OOM). Within a class, a neighbour whose
-    fix-deciding tokens are not all in the query is about a different fix:
-    ``libcudnn.so.8`` vs ``libcudnn.so.9``, ``cuda/11.8`` vs ``cuda/10.2``, ``torch``
-    vs ``torchvision``. Similarity alone cannot tell these apart.
-    """
-    if category != query.category and query.category not in GENERIC_CATEGORIES:
-        return False
-    return decisive_tokens(template, category) <= template_words(query.template)
+    def describe(self, probe: Probe, model, *, with_vectors: bool) -> Evidence:
+        self.evidence = describe(probe, self.variants, self.lesson["fix"], self.lesson.get("actions") or [],
+                                 model, with_vectors=with_vectors)
+        return self.evidence
 
 
 def context_boost(conditions: list[dict[str, Any]], query: RecallQuery) -> tuple[float, list[str]]:
-    """Reward lessons whose conditions match the caller's context; penalise conflicts."""
+    """Order lessons whose conditions match the caller's context first; conflicts last."""
     boost, notes = 0.0, []
     loaded = {m.split("/", 1)[0]: m for m in query.modules}
     for cond in conditions:
@@ -117,34 +99,33 @@ def context_boost(conditions: list[dict[str, Any]], query: RecallQuery) -> tuple
     return boost, notes
 
 
-def _score(c: Candidate, query: RecallQuery) -> float:
-    lesson = c.lesson
-    status_w = STATUS_WEIGHT.get(lesson["status"], 0.5)
-    confidence = float(lesson.get("confidence") or 0.0)
-    boost, notes = context_boost(lesson.get("conditions", []), query)
-    c.boosts = notes
-    return round(c.similarity * SCOPE_WEIGHT.get(c.scope, 0.7) * status_w * (0.5 + 0.5 * confidence) + boost, 4)
+def variants_of(lesson: dict[str, Any]) -> list[Variant]:
+    """The forms a stored lesson is known under: its signature and its aliases."""
+    own = Variant(lesson["fingerprint"], lesson.get("template") or "", lesson.get("category") or "unknown",
+                  lesson.get("excerpt") or lesson.get("template") or "")
+    return [own] + [Variant(a["fingerprint"], a["template"], a["category"], a.get("excerpt") or a["template"])
+                    for a in lesson.get("aliases", [])]
 
 
 class Recaller:
-    """Holds open stores, the index and the model across queries (``--batch``)."""
+    """Holds open stores, the scorer, the index and the model across queries (``--batch``)."""
 
     def __init__(self, stack, config, *, allow_model: bool = True,
-                 embedder_factory: Callable[[], Any] | None = None, record_events: bool = True) -> None:
+                 embedder_factory: Callable[[], Any] | None = None, record_events: bool = True,
+                 model=None) -> None:
         self.stack = stack
         self.record_events = record_events
         self.config = config
         self.allow_model = allow_model
+        self.model = model or load_model()
         self._embedder_factory = embedder_factory
         self._embedder = None
+        self._model_id_cache: str | None = None
         self._indexes: dict[str, Any] = {}
+        self._vector_memo: dict[tuple[str, str], Any] = {}
         self.readers: list[StoreReader] = []
         self.store_status: list[dict[str, Any]] = []
         self.warnings: list[str] = []
-        self.min_similarity = {
-            "vector": float(config.get("recall.abstain_below", DEFAULT_MIN_SIMILARITY["vector"])),
-            "lexical": DEFAULT_MIN_SIMILARITY["lexical"],
-        }
         self._open_readers()
 
     # -- stores ---------------------------------------------------------------------
@@ -171,45 +152,41 @@ class Recaller:
         return next(s for s in self.stack.all() if s.name == reader.name and s.scope == reader.scope)
 
     # -- the query ------------------------------------------------------------------------
-    def resolve(self, query: RecallQuery) -> tuple[str, dict[str, Any] | None]:
-        """The error text, and the stored occurrence when the query names a job."""
+    def resolve(self, query: RecallQuery) -> tuple[str, RecallQuery, dict[str, Any] | None]:
+        """The error text, the query completed from the stored job, and that job's occurrence.
+
+        The caller's query is never changed: a completed copy is returned.
+        """
         if query.job_id is None:
-            return query.text or "", None
+            return query.text or "", query, None
         for reader in self.readers:
             occ = reader.occurrence_for_job(query.job_id, query.cluster)
             if occ is not None:
-                query.partition = query.partition or occ.get("partition")
-                query.modules = query.modules or list(occ.get("modules") or [])
-                query.cluster = query.cluster or occ.get("cluster")
+                completed = dataclasses.replace(
+                    query, partition=query.partition or occ.get("partition"),
+                    modules=list(query.modules or occ.get("modules") or []),
+                    cluster=query.cluster or occ.get("cluster"),
+                )
                 text = occ.get("log_excerpt") or occ.get("message") or ""
                 if query.text:
                     text = f"{query.text}\n{text}"
-                return text, occ
+                return text, completed, occ
         raise NotFound(f"no stored failure for job {query.job_id}",
                        hint="ingest it first (hpcmem ingest sacct / ingest logs), or pass the error text")
 
     def recall(self, query: RecallQuery) -> dict[str, Any]:
-        text, occurrence = self.resolve(query)
-        query.cluster = query.cluster or self.config.get("cluster.name")
+        text, query, occurrence = self.resolve(query)
+        query = dataclasses.replace(query, modules=list(query.modules),
+                                    cluster=query.cluster or self.config.get("cluster.name"))
         text = redact_text(text)
+        if not has_content(text):
+            raise InputError(CONTENTLESS)
         sig = fingerprint(text)
-        candidates = self._exact(sig, query)
-        stages = ["exact"]
-        if not candidates and text.strip():
-            vector = self._vector(sig, query)
-            stages.append("vector")
-            candidates += vector
-            if not vector:
-                candidates += self._lexical(sig, query)
-                stages.append("lexical")
-        kept = []
-        for c in candidates:
-            c.score = _score(c, query)
-            if c.match_kind == "exact" or c.similarity >= self.min_similarity.get(c.match_kind, 1.0):
-                kept.append(c)
-        kept += self._advice(sig, text, occurrence)
-        kept.sort(key=lambda c: (-c.score, c.match_kind != "exact", c.lesson.get("lesson_id") or ""))
-        matches = [self._match_json(c) for c in _dedupe(kept)[: query.limit]]
+        probe = Probe.of(text, sig)
+        candidates, stages = self.candidates(probe, query)
+        ranked = self._rank(candidates, query)
+        shown = [c for c in ranked if c.evidence.band is not None][: query.limit]
+        matches = [self._match_json(c) for c in shown]
         self._remember(sig, query, matches)
         result = {
             "schema_version": RECALL_SCHEMA_VERSION,
@@ -217,7 +194,8 @@ class Recaller:
                       "job_id": query.job_id, "partition": query.partition, "modules": query.modules,
                       "cluster": query.cluster},
             "matches": matches,
-            "abstained": not matches,
+            "advice": self._advice(sig, text, occurrence),
+            "abstained": not any(m["band"] == "match" for m in matches),
             "seen_before": self._seen_before(sig),
             "stages": stages,
             "stores": self.store_status,
@@ -227,9 +205,36 @@ class Recaller:
             result["id"] = query.id
         return result
 
+    def candidates(self, probe: Probe, query: RecallQuery, *, exhaustive: bool = False,
+                   lexical_only: bool = False) -> tuple[list[Candidate], list[str]]:
+        """Scored candidates and the stages that ran. ``exhaustive`` always runs the wide
+        stage (the calibration script collects every candidate's features that way)."""
+        found = self._exact(probe.signature, query)
+        judge([c.describe(probe, self.model, with_vectors=False) for c in found], self.model, with_vectors=False)
+        stages = ["exact"]
+        if not exhaustive and any(c.evidence.band == "match" for c in found):
+            return found, stages
+        wide = self._wide(probe, query, found)
+        stages.append("wide")
+        pool = _dedupe(found + wide)
+        with_vectors = not lexical_only and self._attach_vectors(probe, pool)
+        judge([c.describe(probe, self.model, with_vectors=with_vectors) for c in pool], self.model,
+              with_vectors=with_vectors)
+        if not with_vectors:
+            stages.append("lexical-only")
+        return pool, stages
+
+    def _rank(self, candidates: list[Candidate], query: RecallQuery) -> list[Candidate]:
+        for c in candidates:
+            boost, c.boosts = context_boost(c.lesson.get("conditions", []), query)
+            c.rank_score = round(c.evidence.probability + boost, 4)
+        return sorted(candidates, key=lambda c: (c.evidence.band != "match", -c.rank_score,
+                                                 SCOPE_ORDER.get(c.scope, 9), -float(c.lesson.get("confidence") or 0),
+                                                 c.lesson["id"]))
+
     def _remember(self, sig: Signature, query: RecallQuery, matches: list[dict[str, Any]]) -> None:
         """Note the lesson recall put first, so later history can confirm or contradict it."""
-        top = next((m for m in matches if m["lesson_id"]), None)
+        top = next((m for m in matches if m["band"] == "match"), None)
         if top is None or not self.record_events:
             return
         import getpass
@@ -249,31 +254,99 @@ class Recaller:
         out = []
         for reader in self.readers:
             for lesson in reader.lessons_for_fingerprint(sig.fingerprint, include_expired=query.include_expired):
-                out.append(Candidate(lesson, reader.name, reader.scope, "exact", 1.0, sig.fingerprint))
+                out.append(Candidate(lesson, reader.name, reader.scope, "exact"))
+            for lesson in reader.lessons_for_alias(sig.fingerprint, include_expired=query.include_expired):
+                out.append(Candidate(lesson, reader.name, reader.scope, "alias"))
+        return _dedupe(out)
+
+    def _wide(self, probe: Probe, query: RecallQuery, known: list[Candidate]) -> list[Candidate]:
+        out = []
+        for reader in self.readers:
+            ids = self._lexical_ids(reader, probe, query) | self._vector_ids(reader, probe, query)
+            ids -= {c.lesson["id"] for c in known if c.store == reader.name}
+            for lesson in reader.lessons_by_ids(sorted(ids)):
+                if lesson["status"] == "rejected" or (lesson["status"] == "expired" and not query.include_expired):
+                    continue
+                out.append(Candidate(lesson, reader.name, reader.scope, "wide"))
         return out
 
-    def _query_vector(self, sig: Signature):
-        """The query's embedding without the model when the template is already known."""
-        from hpcmem.kb import embed
+    def _lexical_ids(self, reader: StoreReader, probe: Probe, query: RecallQuery) -> set[str]:
+        """The lessons whose excerpts share the most IDF weight with the query."""
+        weight = self.model.weight
+        mine = probe.excerpt_words | probe.decisive_words
+        scored = []
+        for lesson_id, template, _category, excerpt in reader.lesson_texts(LEXICAL_SCAN_LIMIT,
+                                                                            include_expired=query.include_expired):
+            theirs = frozenset(words(excerpt or template))
+            shared = sum(weight(w) for w in mine & theirs)
+            if shared:
+                scored.append((-shared, lesson_id))
+        return {lesson_id for _, lesson_id in sorted(scored)[:LEXICAL_CANDIDATES]}
 
-        model_id = self._model_id()
-        for reader in self.readers:
-            vector = embed.cached_query_vector(self._store_for(reader), sig.template, sig.category, model_id)
-            if vector is not None:
-                return vector
-        if not self.allow_model:
-            return None
-        vector = self._get_embedder().encode([embed.text_for_embedding(sig.template, sig.category)])[0]
+    def _vector_ids(self, reader: StoreReader, probe: Probe, query: RecallQuery) -> set[str]:
+        vector = self._probe_vectors(probe).get("decisive")
+        if vector is None:
+            return set()
+        self._embed_lesson_signatures(reader)
+        index = self._index(reader)
+        if not index.count:
+            return set()
+        sids = [sid for sid, _sim in index.search(vector, NEIGHBOURS)[0] if sid >= 0]
+        return {l["id"] for l in reader.lessons_for_signatures(sids, include_expired=query.include_expired)}
+
+    # -- vectors ------------------------------------------------------------------------------
+    def _vector_source(self):
+        """(store to cache in, embedder factory or None); None when vectors are unavailable."""
         try:
-            embed.cache_query_vector(self.stack.user, sig.template, sig.category, model_id, vector)
-        except Exception as exc:  # noqa: BLE001 - the cache is an optimisation, never a failure
-            self.warnings.append(f"query vector not cached: {str(exc).splitlines()[0]}")
-        return vector
+            import numpy  # noqa: F401 - the ml extra is installed
+        except ImportError as exc:
+            self.warnings.append(f"vector search unavailable ({exc.name}); using lexical matching")
+            return None
+        return self.stack.user, (self._get_embedder if self.allow_model else None)
+
+    def _vectors(self, items: list[tuple[str, str]]) -> list[Any]:
+        """Vectors of (text, category) pairs: this process's cache, the user store's, the model."""
+        from hpcmem.kb.embed import vectors_for
+
+        missing = [it for it in dict.fromkeys(items) if it not in self._vector_memo]
+        if missing:
+            source = self._vector_source()
+            if source is not None:
+                store, make = source
+                for it, v in zip(missing, vectors_for(store, missing, self._model_id(), make)):
+                    if v is not None:
+                        self._vector_memo[it] = v
+        return [self._vector_memo.get(it) for it in items]
+
+    def _probe_vectors(self, probe: Probe) -> dict[str, Any]:
+        if not probe.vectors:
+            sig = probe.signature
+            decisive, excerpt = self._vectors([(sig.template, sig.category), (probe.excerpt, sig.category)])
+            probe.vectors = {"decisive": decisive, "excerpt": excerpt}
+        return probe.vectors
+
+    def _attach_vectors(self, probe: Probe, pool: list[Candidate]) -> bool:
+        """Give the probe and every candidate variant its vectors; False when any is missing."""
+        if not pool:
+            return False
+        vectors = self._probe_vectors(probe)
+        if vectors.get("decisive") is None or vectors.get("excerpt") is None:
+            return False
+        variants = [v for c in pool for v in c.variants]
+        items = [(v.template, v.category) for v in variants] + [(v.excerpt, v.category) for v in variants]
+        got = dict(zip(items, self._vectors(items)))
+        if any(v is None for v in got.values()):
+            return False
+        for v in variants:
+            v.vectors = {"decisive": got[(v.template, v.category)], "excerpt": got[(v.excerpt, v.category)]}
+        return True
 
     def _model_id(self) -> str:
-        from hpcmem.kb.embed import model_spec
+        if self._model_id_cache is None:
+            from hpcmem.kb.embed import model_spec
 
-        return model_spec(self.config).model_id
+            self._model_id_cache = model_spec(self.config).model_id
+        return self._model_id_cache
 
     def _get_embedder(self):
         if self._embedder is None:
@@ -295,35 +368,6 @@ class Recaller:
             )
         return self._indexes[reader.name]
 
-    def _vector(self, sig: Signature, query: RecallQuery) -> list[Candidate]:
-        try:
-            vector = self._query_vector(sig)
-        except ImportError as exc:  # the ml extra is not installed: lexical fallback
-            self.warnings.append(f"vector search unavailable ({exc.name}); using lexical matching")
-            return []
-        if vector is None:
-            return []
-        out = []
-        for reader in self.readers:
-            self._embed_lesson_signatures(reader)
-            index = self._index(reader)
-            if not index.count:
-                continue
-            hits = [(sid, sim) for sid, sim in index.search(vector, NEIGHBOURS)[0] if sid >= 0]
-            signatures = reader.signatures_by_ids([sid for sid, _ in hits])
-            similarity = {}
-            for sid, sim in hits:
-                neighbour = signatures.get(sid)
-                if neighbour is None or neighbour["fingerprint"] == sig.fingerprint:
-                    continue
-                if same_fix_class(sig, neighbour["template"], neighbour["category"]):
-                    similarity[sid] = sim
-            for lesson in reader.lessons_for_signatures(list(similarity), include_expired=query.include_expired):
-                sid = lesson["signature_id"]
-                out.append(Candidate(lesson, reader.name, reader.scope, "vector", round(float(similarity[sid]), 4),
-                                     signatures[sid]["fingerprint"]))
-        return out
-
     def _embed_lesson_signatures(self, reader: StoreReader) -> None:
         """Give new lessons' signatures their vectors (once), so the index can find them."""
         if not self.allow_model or not reader.lesson_signatures_without_vectors(self._model_id()):
@@ -340,39 +384,14 @@ class Recaller:
                 raise
             self.warnings.append(f"store '{reader.name}' is read-only; its newest lessons are matched exactly only")
 
-    def _lexical(self, sig: Signature, query: RecallQuery) -> list[Candidate]:
-        out = []
-        for reader in self.readers:
-            near = {}
-            for candidate in reader.lesson_signatures_in_category(sig.category):
-                if candidate["fingerprint"] == sig.fingerprint:
-                    continue
-                if not same_fix_class(sig, candidate["template"], candidate["category"]):
-                    continue
-                sim = lexical_similarity(sig.template, candidate["template"])
-                if sim >= self.min_similarity["lexical"]:
-                    near[candidate["id"]] = (sim, candidate["fingerprint"])
-            for lesson in reader.lessons_for_signatures(list(near), include_expired=query.include_expired):
-                sim, fp = near[lesson["signature_id"]]
-                out.append(Candidate(lesson, reader.name, reader.scope, "lexical", round(sim, 4), fp))
-        return out
-
-    def _advice(self, sig: Signature, text: str, occurrence: dict[str, Any] | None) -> list[Candidate]:
+    def _advice(self, sig: Signature, text: str, occurrence: dict[str, Any] | None) -> list[dict[str, Any]]:
+        """Built-in advice for the failure's category: general knowledge, not a stored lesson."""
         from hpcmem.kb.advice import advice_for
 
         facts = {**(occurrence or {}), "template": sig.template, "message": text}
-        out = []
-        for i, item in enumerate(advice_for(sig.category, facts, None)):
-            lesson = {
-                "id": None, "lesson_id": None, "fingerprint": sig.fingerprint, "cause": item["cause"], "fix": item["fix"],
-                "actions": item.get("actions", []), "status": "validated", "status_reason": None,
-                "confidence": item.get("confidence", 0.5), "conditions": [], "source": "rule", "author": "hpcmem",
-                "created_at": None, "evidence": [], "safety_flags": [],
-            }
-            c = Candidate(lesson, "builtin", "builtin", "advice", 1.0, sig.fingerprint)
-            c.score = round(SCOPE_WEIGHT["builtin"] * (0.5 + 0.5 * lesson["confidence"]) * 0.5 - 0.01 * i, 4)
-            out.append(c)
-        return out
+        return [{"cause": item["cause"], "fix": item["fix"], "actions": item.get("actions", []),
+                 "category": sig.category, "source": "rule", "trust_level": trust_level("rule")}
+                for item in advice_for(sig.category, facts, None)]
 
     def _seen_before(self, sig: Signature) -> dict[str, Any]:
         count, first, last = 0, None, None
@@ -388,16 +407,20 @@ class Recaller:
 
     @staticmethod
     def _match_json(c: Candidate) -> dict[str, Any]:
-        lesson = c.lesson
+        lesson, ev = c.lesson, c.evidence
         stale = [lesson["status_reason"]] if lesson["status"] == "stale" and lesson.get("status_reason") else []
         return {
-            "lesson_id": lesson.get("id"),
+            "lesson_id": lesson["id"],
             "store": c.store,
             "scope": c.scope,
-            "match_kind": c.match_kind,
-            "matched_fingerprint": c.matched_fingerprint,
-            "similarity": round(float(c.similarity), 4),
-            "score": c.score,
+            "band": ev.band,
+            "probability": round(ev.probability, 4),
+            "match_kind": "exact" if ev.features.get("exact") else "similar",
+            "found_by": c.found_by,
+            "matched_fingerprint": ev.variant.fingerprint,
+            "matched_alias": ev.variant.fingerprint != lesson["fingerprint"],
+            "differs": [d.as_dict() for d in ev.comparison.differences],
+            "signals": {k: round(v, 4) for k, v in ev.features.items()},
             "cause": lesson["cause"],
             "fix": lesson["fix"],
             "context": lesson.get("context"),
@@ -407,6 +430,7 @@ class Recaller:
             "confidence": round(float(lesson.get("confidence") or 0), 4),
             "conditions": lesson.get("conditions", []),
             "context_matches": c.boosts,
+            "aliases": len(lesson.get("aliases") or []),
             "safety_flags": lesson.get("safety_flags") or [],
             "trust": lesson["source"],
             "trust_level": trust_level(lesson["source"]),
@@ -420,10 +444,10 @@ class Recaller:
 
 
 def _dedupe(candidates: list[Candidate]) -> list[Candidate]:
-    """One entry per lesson (a lesson can be reached by several stages or stores)."""
+    """One entry per lesson (a lesson can be reached by several stages)."""
     seen, out = set(), []
     for c in candidates:
-        key = (c.store, c.lesson.get("id")) if c.lesson.get("id") else (c.store, c.lesson["fix"])
+        key = (c.store, c.lesson["id"])
         if key not in seen:
             seen.add(key)
             out.append(c)

@@ -12,7 +12,7 @@ from hpcmem.kb.errors import InputError, NotFound
 from hpcmem.kb.lessons import Condition, LessonDraft, record_lesson
 from hpcmem.kb.models import Occurrence, Signature
 from hpcmem.kb.redact import redact_text
-from hpcmem.kb.signatures import fingerprint
+from hpcmem.kb.signatures import CONTENTLESS, excerpt_template, fingerprint, has_content
 from hpcmem.kb.stack import StoreStack
 
 
@@ -72,8 +72,8 @@ def record(
     else:
         text = error_text or ""
     text = redact_text(text)
-    if not text.strip():
-        raise InputError("the error text is empty")
+    if not has_content(text):
+        raise InputError(CONTENTLESS)
     sig = fingerprint(text)
     conditions = [Condition("cluster", cluster)] if cluster else []
     if partition:
@@ -85,7 +85,7 @@ def record(
         fingerprint=sig.fingerprint, template=sig.template, category=sig.category, cause=cause, fix=fix,
         source=source, author=author, context=context, actions=[parse_action(a) for a in actions],
         conditions=conditions, scope=kind, scope_name=name or (target.name if kind == "lab" else None),
-        valid_until=valid_until, evidence=evidence,
+        valid_until=valid_until, evidence=evidence, excerpt=excerpt_template(text),
     )
     target.open(create=target is stack.user)
     return record_lesson(target, draft, actor=author)

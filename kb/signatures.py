@@ -62,6 +62,9 @@ class Rule:
     keep: tuple[re.Pattern[str], ...] = ()
     mask: tuple[re.Pattern[str], ...] = ()
     template: str | None = None
+    generic: bool = False
+    root_cause_before: bool = False
+    skip: tuple[re.Pattern[str], ...] = ()
     # Per pattern: a literal every match must contain (and whether it is case-folded),
     # checked with a fast substring test before the regex runs on a long excerpt.
     needles: tuple[tuple[str, bool] | None, ...] = ()
@@ -130,6 +133,9 @@ def _parse_rule(entry: object, where: str) -> Rule:
     if not isinstance(priority, int):
         raise ConfigError(f"{where}: 'priority' must be an integer")
     mask = _compile_all(entry.get("mask", []), where, "mask")
+    for flag in ("generic", "root_cause_before"):
+        if not isinstance(entry.get(flag, False), bool):
+            raise ConfigError(f"{where}: '{flag}' must be true or false")
     for regex in mask:
         if len(regex.groupindex) != 1:
             raise ConfigError(f"{where}: mask regex {regex.pattern!r} needs one named group")
@@ -152,6 +158,9 @@ def _parse_rule(entry: object, where: str) -> Rule:
         keep=_compile_all(entry.get("keep", []), where, "keep"),
         mask=mask,
         template=template,
+        generic=entry.get("generic", False),
+        root_cause_before=entry.get("root_cause_before", False),
+        skip=_compile_all(entry.get("skip", []), where, "skip"),
     )
 
 
@@ -301,7 +310,7 @@ _KEEP = (
 _URL = r"\b[A-Za-z][\w+.-]*://[^\s'\"<>()\[\]\U000F0000-\U000FFFFD]*"
 # Absolute and ~/./.. paths. A protected basename (a soname or header) stops the match,
 # so "/opt/x/lib/libstdc++.so.6" becomes "<PATH>/libstdc++.so.6".
-_PATH = r"(?<![\w.~/-])(?:~|\.\.?)?/[^\s'\"`‘’:,;()\[\]{}<>|=\U000F0000-\U000FFFFD]+"
+_PATH = r"(?<![\w.~/-])(?!\./[\w.+-]+(?![\w.+/-]))(?:~|\.\.?)?/[^\s'\"`‘’:,;()\[\]{}<>|=\U000F0000-\U000FFFFD]+"
 
 # Slurm and cluster contexts, applied in order before the generic rules.
 _CONTEXT = (
@@ -363,11 +372,12 @@ _GENERIC = (
 )
 
 # Any remaining word that contains a digit: a number, or an id such as holy8a24101,
-# c5-1, attempt_1445_0020, blk_-1608. Short device names (eth0, ib0, tty2, alt0) are
-# kept: they name a fixed piece of hardware rather than an instance.
+# c5-1, attempt_1445_0020, blk_-1608. Device names of a known kind (eth0, ib0, tty2,
+# alt0, mlx5) are kept: they name a fixed piece of hardware rather than an instance. Other
+# short names with a digit (cn7, gpu3, node12) are node names and are masked.
 _TOKEN = r"(?<![A-Za-z0-9_-])-?[A-Za-z0-9_]+(?:[.\-+][A-Za-z0-9_]+)*"
 _NUMBER = r"[-+]?\d+(?:[.,]\d+)*"
-_DEVICE = r"[A-Za-z]{1,5}\d"
+_DEVICE = r"(?:eth|ib|tty|lo|em|en|wlan|bond|hfi|mlx|qib|sd[a-z]?|nvme|md|dm|alt|cpu|irq|ttyS)\d{1,2}"
 # A run of one placeholder ("<ID> <ID> <ID>", "<NUM>, <NUM>") is a list whose length varies.
 _PLACEHOLDER_RUN = r"(<[A-Z]+>)(?:[ ,]+\1)+"
 # "address (resolved name)": the name is empty when reverse DNS fails, still one field.
@@ -392,6 +402,9 @@ class _Compiled:
         self.sentinel = re.compile("[\U000F0000-\U000FFFFD]")
         self.ansi = re.compile(_ANSI)
         self.errorish = re.compile(_ERRORISH)
+        self.rank_prefix = re.compile(_RANK_PREFIX)
+        self.banner_noise = re.compile(_BANNER_NOISE)
+        self.word = re.compile(r"[^\W_]{2,}")
 
 
 @lru_cache(maxsize=1)
@@ -451,6 +464,17 @@ def _replace_group(regex: re.Pattern[str], text: str, replacement: str) -> str:
 
 _ANSI = r"\x1b\[[0-9;?]*[A-Za-z]"
 # Fallback decisive line when no rule matches: the last line that sounds like an error.
+# Launchers prefix every line of a rank: torchrun "[rank3]: ", "[default0]:", Open MPI
+# --tag-output "[1,0]<stderr>:", srun --label "0: ". The prefix is not part of the message.
+_RANK_PREFIX = r"^(?:\[(?:rank|default)\d+\]:|\[\d+,\d+\]<std(?:out|err)>:|\d{1,5}: (?=\S))\s*"
+# Banner lines around a generic trailer: never the application's own error line.
+_BANNER_NOISE = (
+    r"(?i)^\s*(?:[-=*_#]{3,}|NOTE: invoking MPI_ABORT|You may or may not see output|exactly when Open MPI|"
+    r"MPI_ABORT was invoked|with errorcode|Primary job\s+terminated|Child job \d+ terminated|"
+    r"mpirun noticed|Process name:|Exit code:|application called MPI_Abort|[\w.]+ (?:failed|returned|exited)|"
+    r"Root Cause|Failures:|<NO_OTHER_FAILURES>|time\s+:|host\s+:|rank\s+:|exitcode\s+:|error_file\s*:|"
+    r"traceback\s*:|srun: error: .*(?:task|Exited)|slurmstepd: error: \*\*\*|\[\w.+-]+:\d+\] \d+ more process)"
+)
 _ERRORISH = (
     r"(?i)\b(?:error|fatal|fail(?:ed|ure)?|abort(?:ed)?|exception|denied|cannot|can't|unable|"
     r"killed|panic)\b"
@@ -458,10 +482,20 @@ _ERRORISH = (
 
 
 def _clean(text: str) -> str:
-    """Drop terminal colours and keep only the last state of \\r-redrawn lines."""
-    text = _patterns().ansi.sub("", text)
+    """Drop terminal colours, per-rank prefixes, and all but the last state of \\r-redrawn lines."""
+    c = _patterns()
+    text = c.ansi.sub("", text)
     lines = [line.rsplit("\r", 1)[-1] for line in text.replace("\r\n", "\n").split("\n")]
-    return "\n".join(line.rstrip() for line in lines)
+    return "\n".join(c.rank_prefix.sub("", line.rstrip()) for line in lines)
+
+
+CONTENTLESS = ("the error text has no content (only whitespace, terminal codes or redraws): "
+               "pass the error message itself")
+
+
+def has_content(text: str) -> bool:
+    """False for text with nothing to learn from: empty, or only escape codes, redraws, punctuation."""
+    return bool(_patterns().word.search(_clean(text)))
 
 
 def _line_at(text: str, position: int) -> str:
@@ -470,38 +504,87 @@ def _line_at(text: str, position: int) -> str:
     return text[start : end if end != -1 else len(text)]
 
 
-def _decide(text: str, rules: tuple[Rule, ...]) -> tuple[Rule | None, re.Match[str] | None, str]:
-    """The first rule (in precedence order) that matches, its match and decisive line.
+def _find(rule: Rule, text: str, folded: str) -> re.Match[str] | None:
+    """The deciding match of one rule: its first matching pattern, first or last occurrence."""
+    for regex, needle in zip(rule.patterns, rule.needles):
+        if needle is not None and needle[0] not in (folded if needle[1] else text):
+            continue
+        if rule.pick == "last" or rule.skip:
+            matches = list(regex.finditer(text))
+            kept = [m for m in matches if not any(s.search(_line_at(text, m.start())) for s in rule.skip)]
+            matches = kept or matches  # a wrapper alone still decides
+            if matches:
+                return matches[-1] if rule.pick == "last" else matches[0]
+        else:
+            match = regex.search(text)
+            if match is not None:
+                return match
+    return None
 
-    Within a rule, patterns are tried in order; for ``pick = "last"`` the last matching
-    line wins (the final exception of a traceback).
+
+def _root_line_before(text: str, position: int) -> str | None:
+    """The application's own last error line before a banner that starts at ``position``."""
+    c = _patterns()
+    for line in reversed(text[:position].split("\n")[:-1]):
+        if line.strip() and c.errorish.search(line) and not c.banner_noise.search(line):
+            return line
+    return None
+
+
+def _decide(text: str, rules: tuple[Rule, ...]) -> tuple[Rule | None, re.Match[str] | None, str]:
+    """The rule that decides, its match and the decisive line.
+
+    Rules are tried in precedence order and the first specific rule that matches anywhere
+    decides. Generic trailers (``generic = true``) decide only when no specific rule
+    matches: "MPI_ABORT was invoked" or "Aborted (core dumped)" say that a run ended, not
+    why. A trailer with ``root_cause_before`` yields to the application's own last error
+    line above it (then the match is None: the rule's template does not apply).
     """
     folded = text.lower()
+    trailer = None
     for rule in rules:
-        for regex, needle in zip(rule.patterns, rule.needles):
-            if needle is not None and needle[0] not in (folded if needle[1] else text):
-                continue
-            if rule.pick == "last":
-                match = None
-                for match in regex.finditer(text):
-                    pass
-            else:
-                match = regex.search(text)
-            if match is not None:
-                return rule, match, _line_at(text, match.start())
+        if trailer is not None and rule.generic:
+            continue
+        match = _find(rule, text, folded)
+        if match is None:
+            continue
+        if not rule.generic:
+            return rule, match, _line_at(text, match.start())
+        trailer = (rule, match)
+    if trailer is not None:
+        rule, match = trailer
+        root = _root_line_before(text, match.start()) if rule.root_cause_before else None
+        if root is not None:
+            return rule, None, root
+        return rule, match, _line_at(text, match.start())
     lines = [line for line in text.split("\n") if line.strip()]
     errorish = [line for line in lines if _patterns().errorish.search(line)]
     return None, None, (errorish or lines or [""])[-1]
 
 
+def _template_source(text: str, rule: Rule | None, match: re.Match[str] | None, line: str) -> str:
+    """What the template is made from: the rule's canonical template, unless a group that
+    decides the fix (one its ``keep`` patterns name) was not captured - a template without
+    the module name would merge every unknown module into one failure. Then the decisive
+    line is used, with the next line when it ends in ":" (Lmod wraps the value onto it)."""
+    if rule is not None and rule.template is not None and match is not None:
+        groups = {k: v for k, v in match.groupdict().items() if v}
+        deciding = {name for regex in rule.keep for name in regex.groupindex}
+        needed = set(re.findall(r"\{(\w+)\}", rule.template)) & deciding
+        if needed <= set(groups):
+            return rule.template.format_map(_Groups(groups))
+    if line.rstrip().endswith(":"):
+        rest = text[text.find(line) + len(line):].lstrip("\n").split("\n", 1)[0]
+        if rest.strip():
+            return f"{line.rstrip()} {rest.strip()}"
+    return line
+
+
 def _signature(text: str, rules: tuple[Rule, ...] | None) -> Signature:
     rules = load_rules() if rules is None else rules
-    rule, match, line = _decide(_clean(text), rules)
-    if rule is not None and rule.template is not None and match is not None:
-        groups = _Groups({k: v for k, v in match.groupdict().items() if v is not None})
-        template = _mask(rule.template.format_map(groups), rule)
-    else:
-        template = _mask(line, rule)
+    cleaned = _clean(text)
+    rule, match, line = _decide(cleaned, rules)
+    template = _mask(_template_source(cleaned, rule, match, line), rule)
     category = rule.category if rule is not None else UNKNOWN
     digest = hashlib.sha256(f"{category}\n{template}".encode()).hexdigest()[:FINGERPRINT_CHARS]
     return Signature(fingerprint=digest, template=template, category=category)
@@ -576,3 +659,32 @@ def decisive_tokens(template: str, category: str, rules: tuple[Rule, ...] | None
 
 def template_words(template: str) -> frozenset[str]:
     return frozenset(w.lower() for w in _WORD.findall(template))
+
+
+EXCERPT_LINES = 40
+EXCERPT_LINE_CHARS = 300
+
+
+def excerpt_template(text: str) -> str:
+    """The masked excerpt of an error text: its last non-empty lines, each one templated.
+
+    Recall compares a new failure with the whole excerpt a lesson was recorded from (the
+    surrounding output tells two causes behind one trailer apart); masking keeps ids,
+    paths and users out of that comparison and out of what a lesson stores.
+    """
+    lines, previous = [], None
+    for line in _clean(text).split("\n"):
+        line = line.strip()[:EXCERPT_LINE_CHARS]
+        if line and line != previous and _patterns().word.search(line):
+            lines.append(line)
+        previous = line
+    return "\n".join(_mask(line, None) for line in lines[-EXCERPT_LINES:])
+
+
+_WORDS = re.compile(r"<[A-Z]+>|[A-Za-z_][A-Za-z0-9_]*(?:[.+-][A-Za-z0-9_]+)*|\d+(?:\.\d+)*")
+
+
+def words(template: str) -> list[str]:
+    """The words of a template, lower-cased, without placeholders: the one tokenizer that
+    lexical matching (recall, benchmarks) uses."""
+    return [w.lower() for w in _WORDS.findall(template) if not w.startswith("<")]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
-from sqlalchemy import inspect, select
+from sqlalchemy import text, inspect, select
 
 from hpcmem.kb import migrate
 from hpcmem.kb.models import AuditEntry, Base, Lesson, QueryVector, Signature
@@ -37,10 +37,22 @@ def test_empty_to_head_to_base_to_head_with_data_surviving(store_factory):
     assert store.open().revision() == SCHEMA_HEAD
     assert table_names(store) == set(Base.metadata.tables)
 
-    store.downgrade("0001")  # a real step down: data in the older tables survives it
+    store.downgrade("0001")  # a real step down, through every revision
     assert store.revision() == "0001"
     assert "query_vectors" not in table_names(store)
-    add_sample_rows(store)
+    store.open()
+    store.downgrade("0003")  # one step: data in the older tables survives it
+    assert "lesson_aliases" not in table_names(store)
+    with store.transaction() as s:  # rows as revision 0003 wrote them (no lessons.excerpt yet)
+        s.execute(text("INSERT INTO signatures (fingerprint, category, template, count, first_seen, last_seen) "
+                       "VALUES ('ffffffffffffffff', 'host_oom', 'oom-kill event in StepId=<JOBID>', 2, "
+                       "'2026-11-01 00:00:00', '2026-11-01 00:00:00')"))
+        s.execute(text("INSERT INTO lessons (id, signature_id, fingerprint, scope, cause, fix, actions, status, "
+                       "confidence, confirmations, contradictions, source, safety_flags, created_at, updated_at) "
+                       "SELECT '0b6f1c3e-1111-4222-8333-944445555666', id, fingerprint, 'user', "
+                       "'memory request too small', 'raise --mem', "
+                       "'[{\"type\": \"sbatch\", \"option\": \"--mem\", \"from\": \"4G\", \"to\": \"16G\"}]', "
+                       "'candidate', 0.5, 0, 0, 'human', '[]', '2026-11-01 00:00:00', '2026-11-01 00:00:00' FROM signatures"))
 
     store.open()  # opening an older store upgrades it in place
     assert store.revision() == SCHEMA_HEAD
@@ -49,6 +61,7 @@ def test_empty_to_head_to_base_to_head_with_data_surviving(store_factory):
         assert lesson.actions[0]["to"] == "16G"
         assert lesson.signature.category == "host_oom"
         assert isinstance(lesson.created_at, dt.datetime) and lesson.created_at.tzinfo is dt.timezone.utc
+        assert lesson.excerpt is None and lesson.aliases == []
     with store.transaction() as s:
         s.add(QueryVector(template_hash="h" * 64, model="m", vector=b"\x00" * 8))
 

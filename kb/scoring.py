@@ -1,0 +1,214 @@
+"""Graded evidence: the calibrated probability that a stored lesson applies to a failure.
+
+Recall finds candidate lessons cheaply (exact fingerprint or alias, FAISS neighbours,
+rare-token overlap) and then scores every candidate from several signals:
+
+==================  =====================================================================
+exact               the query's fingerprint is the lesson's or one of its aliases
+same_category       the rule categories agree (``query_unknown``: no rule matched the query)
+lex_lesson          IDF-weighted share of the lesson's excerpt words found in the query
+lex_query           IDF-weighted share of the query's excerpt words found in the lesson
+lex_decisive        the same overlap between the two decisive lines (templates)
+emb_decisive        cosine of the decisive lines' embeddings (MiniLM)
+emb_excerpt         cosine of the excerpts' embeddings
+fix_agree           fix-deciding tokens (sonames, versions, modules...) the two share
+conflict_matters    such tokens that differ where the lesson's fix names them
+conflict_other      such tokens that differ where the fix does not depend on them
+margin              how far this lesson's similarity is ahead of the best other candidate's
+==================  =====================================================================
+
+A logistic regression fitted on the calibration part of the real-world corpus
+(``bench/fit_recall_model.py``, ``data/corpus/``) turns them into a probability. Two models
+are fitted: ``full`` (with the embeddings) and ``lexical`` (without), which serves the
+exact-match fast path and ``--no-model``. Bands:
+
+- **match** (probability >= ``bands.match``): apply it;
+- **related** (>= ``bands.related``): shown with what differs, never applied silently.
+
+A lesson whose fix names a token that differs from the query's (``conflict_matters``) is at
+most *related*, whatever its probability: its fix is about another library or version.
+
+Pure Python: the exact-match path scores without numpy or the model.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from hpcmem.kb.fixtokens import Comparison, FixToken, compare, fix_text, fix_tokens
+from hpcmem.kb.signatures import Signature, excerpt_template, words
+
+MODEL_PATH = os.path.join(os.path.dirname(__file__), "rules", "recall_model.json")
+FULL_FEATURES = ("exact", "same_category", "query_unknown", "lex_lesson", "lex_query", "lex_decisive",
+                 "emb_decisive", "emb_excerpt", "fix_agree", "conflict_matters", "conflict_other", "margin")
+# What "similarity" means for the margin and for choosing among a lesson's variants.
+_SIMILARITY = ("exact", "lex_lesson", "lex_decisive", "emb_decisive", "emb_excerpt")
+LEXICAL_FEATURES = tuple(f for f in FULL_FEATURES if not f.startswith("emb_"))
+
+
+@dataclass(frozen=True)
+class LinearModel:
+    features: tuple[str, ...]
+    weights: tuple[float, ...]
+    bias: float
+
+    def probability(self, x: dict[str, float]) -> float:
+        z = self.bias + sum(w * x[f] for f, w in zip(self.features, self.weights))
+        return 1.0 / (1.0 + math.exp(-max(-40.0, min(40.0, z))))
+
+
+@dataclass(frozen=True)
+class RecallModel:
+    full: LinearModel
+    lexical: LinearModel
+    match: float
+    related: float
+    idf: dict[str, float]
+    idf_default: float
+    meta: dict[str, Any]
+
+    def weight(self, word: str) -> float:
+        return self.idf.get(word, self.idf_default)
+
+
+def _linear(spec: dict[str, Any]) -> LinearModel:
+    return LinearModel(tuple(spec["features"]), tuple(float(w) for w in spec["weights"]), float(spec["bias"]))
+
+
+@lru_cache(maxsize=4)
+def load_model(path: str = MODEL_PATH) -> RecallModel:
+    with open(path, encoding="utf-8") as fh:
+        data = json.load(fh)
+    n = float(data["idf"]["documents"])
+    idf = {w: _idf(n, df) for w, df in data["idf"]["df"].items()}
+    return RecallModel(
+        full=_linear(data["models"]["full"]), lexical=_linear(data["models"]["lexical"]),
+        match=float(data["bands"]["match"]), related=float(data["bands"]["related"]),
+        idf=idf, idf_default=_idf(n, 0), meta=data.get("fitted_on", {}),
+    )
+
+
+def _idf(documents: float, df: float) -> float:
+    return math.log(1.0 + (documents - df + 0.5) / (df + 0.5))
+
+
+# ----------------------------------------------------------------------------- the two sides
+
+
+@dataclass
+class Probe:
+    """The query side, computed once per recall."""
+
+    signature: Signature
+    excerpt: str
+    excerpt_words: frozenset[str]
+    decisive_words: frozenset[str]
+    tokens: tuple[FixToken, ...]
+    vectors: dict[str, Any] = field(default_factory=dict)  # "decisive" / "excerpt" -> unit vector
+
+    @classmethod
+    def of(cls, text: str, signature: Signature) -> "Probe":
+        excerpt = excerpt_template(text)
+        return cls(signature, excerpt, frozenset(words(excerpt)), frozenset(words(signature.template)),
+                   fix_tokens(signature.template))
+
+
+@dataclass
+class Variant:
+    """One form a lesson is known under: its own signature or an alias."""
+
+    fingerprint: str
+    template: str
+    category: str
+    excerpt: str
+    vectors: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def excerpt_words(self) -> frozenset[str]:
+        return frozenset(words(self.excerpt or self.template))
+
+    @property
+    def decisive_words(self) -> frozenset[str]:
+        return frozenset(words(self.template))
+
+
+@dataclass
+class Evidence:
+    features: dict[str, float]
+    probability: float
+    band: str | None  # "match" | "related" | None (dropped)
+    comparison: Comparison
+    variant: Variant
+
+
+def _overlap(a: frozenset[str], b: frozenset[str], model: RecallModel) -> float:
+    """IDF-weighted share of ``a``'s words that ``b`` has too."""
+    total = sum(model.weight(w) for w in a)
+    return sum(model.weight(w) for w in a & b) / total if total else 0.0
+
+
+def _cosine(a: Any, b: Any) -> float:
+    return float(sum(float(x) * float(y) for x, y in zip(a, b)))
+
+
+def features(probe: Probe, variant: Variant, fix: str, actions: list[dict[str, Any]], model: RecallModel,
+             *, with_vectors: bool) -> tuple[dict[str, float], Comparison]:
+    q = probe.signature
+    comparison = compare(probe.tokens, fix_tokens(variant.template), fix_text(fix, actions))
+    x = {
+        "exact": 1.0 if variant.fingerprint == q.fingerprint else 0.0,
+        "same_category": 1.0 if variant.category == q.category and q.category != "unknown" else 0.0,
+        "query_unknown": 1.0 if q.category == "unknown" else 0.0,
+        "lex_lesson": _overlap(variant.excerpt_words, probe.excerpt_words, model),
+        "lex_query": _overlap(probe.excerpt_words, variant.excerpt_words, model),
+        "lex_decisive": _overlap(variant.decisive_words, probe.decisive_words, model),
+        "fix_agree": float(min(comparison.agree, 2)),
+        "conflict_matters": float(min(comparison.conflicts_that_matter, 2)),
+        "conflict_other": float(min(comparison.conflicts_that_do_not, 2)),
+    }
+    if with_vectors:
+        x["emb_decisive"] = _cosine(probe.vectors["decisive"], variant.vectors["decisive"])
+        x["emb_excerpt"] = _cosine(probe.vectors["excerpt"], variant.vectors["excerpt"])
+    return x, comparison
+
+
+def similarity(x: dict[str, float]) -> float:
+    return sum(x.get(f, 0.0) for f in _SIMILARITY)
+
+
+def describe(probe: Probe, variants: list[Variant], fix: str, actions: list[dict[str, Any]],
+             model: RecallModel | None = None, *, with_vectors: bool) -> Evidence:
+    """Features of the closest of a lesson's variants (its signature and its aliases)."""
+    model = model or load_model()
+    best: Evidence | None = None
+    for variant in variants:
+        x, comparison = features(probe, variant, fix, actions, model, with_vectors=with_vectors)
+        if best is None or similarity(x) > similarity(best.features):
+            best = Evidence(x, 0.0, None, comparison, variant)
+    assert best is not None
+    return best
+
+
+def judge(evidence: list[Evidence], model: RecallModel | None = None, *, with_vectors: bool) -> None:
+    """Probability and band of every candidate of one query (the margin compares them)."""
+    model = model or load_model()
+    linear = model.full if with_vectors else model.lexical
+    sims = [similarity(e.features) for e in evidence]
+    for i, e in enumerate(evidence):
+        others = sims[:i] + sims[i + 1:]
+        e.features["margin"] = sims[i] - max(others, default=0.0)
+        e.probability = linear.probability(e.features)
+        e.band = band(e.probability, e.comparison, model)
+
+
+def band(probability: float, comparison: Comparison, model: RecallModel) -> str | None:
+    if probability >= model.match and not comparison.conflicts_that_matter:
+        return "match"
+    if probability >= model.related:
+        return "related"
+    return None
