@@ -94,7 +94,8 @@ def run(part: str) -> dict:
     t0 = time.perf_counter()
     store = HpcmemStore(target)
     out["record_and_embed_s"] = round(time.perf_counter() - t0, 2)
-    for name, allow in (("hpcmem", True), ("hpcmem --no-model", False)):
+    # --no-model first: once the model has run, query vectors are cached and it would use them.
+    for name, allow in (("hpcmem --no-model", False), ("hpcmem", True)):
         t0 = time.perf_counter()
         answers = hpcmem_answers(store, target.queries, allow_model=allow)
         elapsed = (time.perf_counter() - t0) / len(target.queries)

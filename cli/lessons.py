@@ -85,6 +85,10 @@ def show(
     for flag in lesson["safety_flags"]:
         stdout.print(f"warning [{flag['severity']}] {flag['code']}: {flag['message']}")
     stdout.print(f"source {prov['source']} by {prov['author'] or '-'}, confidence {lesson['confidence']:.2f}")
+    aliases = lesson.get("aliases") or []
+    stdout.print(f"known variants ({len(aliases)}):")
+    for a in aliases:
+        stdout.print(f"  {a['fingerprint']}  {a['category']}  {a['template']}  (from {a['source']})")
     stdout.print(f"evidence ({len(lesson['evidence'])}):")
     for e in lesson["evidence"]:
         stdout.print(f"  {e['kind']:<10} job {e['job_id'] or '-'}  {e['actor'] or ''}  {e['note'] or ''}")
@@ -146,6 +150,8 @@ def review(
         stdout.print(f"    cause: {item['cause']}")
         evidence = ", ".join(f"{n} {kind}" for kind, n in item["evidence_summary"].items()) or "none"
         stdout.print(f"    evidence: {evidence}")
+        if item.get("aliases"):
+            stdout.print(f"    known variants: {len(item['aliases'])}")
         for flag in item["safety_flags"]:
             stdout.print(f"    warning [{flag['severity']}] {flag['code']}: {flag['message']}")
         for other in item["same_fingerprint"]:

@@ -30,7 +30,8 @@ def recall(
     no_model: bool = typer.Option(False, "--no-model", help="Never load the embedding model (exact, cached and lexical matches only)."),
     json_: bool = typer.Option(False, "--json", help="Machine-readable output (schemas/recall.schema.json)."),
 ) -> None:
-    """Recall lessons for an error. Exit 0: a lesson was found; 1: nothing known; 2: error."""
+    """Recall lessons for an error. Exit 0: a stored lesson matches; 1: none matches (related lessons
+    and built-in advice may still be shown); 2: error."""
     from hpcmem.kb.errors import InputError
     from hpcmem.kb.recall import Recaller, RecallQuery
 
@@ -62,7 +63,7 @@ def recall(
         emit_json(result)
     else:
         _render(result)
-    raise typer.Exit(EXIT_OK if result["matches"] else EXIT_NOTHING_FOUND)
+    raise typer.Exit(EXIT_NOTHING_FOUND if result["abstained"] else EXIT_OK)
 
 
 def _drain_my_events() -> list[str]:
@@ -156,12 +157,16 @@ def _render(result: dict[str, Any]) -> None:
     q = result["query"]
     seen = result["seen_before"]
     stdout.print(Text(f"{q['category']}  ", style="bold") + Text(q["template"], style="dim"))
-    if not result["matches"]:
-        stdout.print(Text("No known lesson for this failure.", style="yellow"))
+    if result["abstained"]:
+        related = " (related lessons below differ from it)" if result["matches"] else ""
+        stdout.print(Text(f"No stored lesson matches this failure{related}.", style="yellow"))
     for i, m in enumerate(result["matches"], 1):
         lines = [Text("Cause: ", style="bold") + Text(m["cause"]), Text("Fix:   ", style="bold") + Text(m["fix"])]
         if m["actions"]:
             lines.append(Text("Do:    ", style="bold") + Text("; ".join(describe_action(a) for a in m["actions"])))
+        for d in m["differs"]:
+            note = " (its fix depends on it)" if d["matters"] else ""
+            lines.append(Text(f"Differs: yours {d['query']}, the lesson's {d['lesson']}{note}", style="yellow"))
         if m["conditions"]:
             lines.append(Text("When:  ", style="bold") + Text(", ".join(_condition_text(c) for c in m["conditions"])))
         for reason in m["stale_reasons"]:
@@ -175,10 +180,18 @@ def _render(result: dict[str, Any]) -> None:
             origin += f", {prov['created_at'][:10]}"
         if evidence:
             origin += f", {evidence} piece(s) of evidence"
+        if m["aliases"]:
+            origin += f", {m['aliases']} known variant(s)"
         lines.append(Text(origin, style="dim"))
-        title = (f"{i}. {m['match_kind']} match · {m['scope']} · {m['status']} · "
+        title = (f"{i}. {m['band']} (p={m['probability']:.2f}, {m['match_kind']}) · {m['scope']} · {m['status']} · "
                  f"confidence {m['confidence']:.2f} · trust {m['trust_level']}")
         stdout.print(Panel(Group(*lines), title=title, title_align="left", expand=False), soft_wrap=False)
+    for item in result["advice"]:
+        lines = [Text("Cause: ", style="bold") + Text(item["cause"]), Text("Fix:   ", style="bold") + Text(item["fix"])]
+        if item["actions"]:
+            lines.append(Text("Do:    ", style="bold") + Text("; ".join(describe_action(a) for a in item["actions"])))
+        stdout.print(Panel(Group(*lines), title="built-in advice (general, not a stored lesson)", title_align="left",
+                           expand=False), soft_wrap=False)
     if seen["count"]:
         stdout.print(Text(f"Seen before: {seen['count']} time(s), first {str(seen['first_seen'])[:10]}, "
                           f"last {str(seen['last_seen'])[:10]}", style="dim"))

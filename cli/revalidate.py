@@ -67,6 +67,8 @@ def feedback(
     failed: bool = typer.Option(False, "--failed", help="Applying the lesson did not fix it."),
     job: Optional[str] = typer.Option(None, "--job", help="The job that shows it."),
     note: Optional[str] = typer.Option(None, "--note", help="A short remark kept with the evidence."),
+    error: Optional[str] = typer.Option(None, "--error", help="The error the lesson was applied to (- for stdin): "
+                                        "with --worked it becomes a known variant of the lesson, with --failed it stops being one."),
     json_: bool = typer.Option(False, "--json", help="Print the updated lesson as JSON."),
 ) -> None:
     """Tell hpcmem whether a recalled lesson worked; confidence follows the evidence."""
@@ -75,9 +77,15 @@ def feedback(
 
     if worked == failed:
         raise InputError("give exactly one of --worked and --failed")
-    lesson = run(STATE.stack, lesson_id, worked=worked, actor=getpass.getuser(), job_id=job, note=note)
+    if error == "-":
+        import sys
+
+        error = sys.stdin.read()
+    lesson = run(STATE.stack, lesson_id, worked=worked, actor=getpass.getuser(), job_id=job, note=note,
+                 error_text=error)
     if json_:
         emit_json(lesson)
         return
     stdout.print(f"lesson {lesson['lesson_id'][:8]}: confidence {lesson['confidence']:.2f} "
-                 f"({lesson['confirmations']} confirmation(s), {lesson['contradictions']} contradiction(s))")
+                 f"({lesson['confirmations']} confirmation(s), {lesson['contradictions']} contradiction(s), "
+                 f"{len(lesson['aliases'])} known variant(s))")

@@ -36,6 +36,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, selectinload
 from sqlalchemy.orm.exc import StaleDataError
 
+from hpcmem.kb.aliases import add_alias
 from hpcmem.kb.access import as_permission_denied
 from hpcmem.kb.actions import parse_action, validate_action
 from hpcmem.kb.errors import HpcmemError, InputError, NotFound, PermissionDenied
@@ -367,6 +368,10 @@ def _draft_copy(lesson: Lesson, private: PrivateContext, *, scope: str, scope_na
         confidence=CURATED_CONFIDENCE if source == "curated" else None, valid_until=lesson.valid_until,
         # the count and kinds of the evidence travel; job ids and notes stay with the author
         evidence=[{"kind": e.kind} for e in lesson.evidence if e.kind not in ("proposal", "promotion")] + [marker],
+        # the failure's known variants travel with it (masked already; generalised again)
+        excerpt=gen(lesson.excerpt),
+        aliases=[{"fingerprint": a.fingerprint, "template": gen(a.template), "category": a.category,
+                  "excerpt": gen(a.excerpt), "source": a.source} for a in lesson.aliases],
     )
 
 
@@ -563,6 +568,13 @@ def merge_lessons(stack: StoreStack, first: str, second: str, *, actor: str, kee
         dropped.evidence = []
         kept.evidence.extend(moved)
         added = _add_conditions(kept, list(dropped.conditions))
+        # The other lesson's failure and its known variants are variants of the kept one now.
+        variants = [{"fingerprint": dropped.fingerprint, "template": dropped.signature.template if dropped.signature
+                     else "", "category": dropped.signature.category if dropped.signature else "unknown",
+                     "excerpt": dropped.excerpt}]
+        variants += [{"fingerprint": a.fingerprint, "template": a.template, "category": a.category,
+                      "excerpt": a.excerpt} for a in dropped.aliases]
+        aliases_added = sum(add_alias(session, kept, v, source="merge", actor=actor) for v in variants)
         kept.confirmations += dropped.confirmations
         kept.contradictions += dropped.contradictions
         kept.updated_at = dropped.updated_at = utcnow()
@@ -573,7 +585,7 @@ def merge_lessons(stack: StoreStack, first: str, second: str, *, actor: str, kee
         audit(session, actor, "merge", kept.id, before_kept, after_kept, reason=f"merged {dropped.id} into it")
         audit(session, actor, "merge", dropped.id, before_dropped, after_dropped, reason=f"merged into {kept.id}")
     return after_kept | {"store": scope_label(store_a), "merged": drop_id, "evidence_moved": len(moved),
-                         "conditions_added": added}
+                         "conditions_added": added, "aliases_added": aliases_added}
 
 
 # --- Review queue --------------------------------------------------------------------------------

@@ -80,10 +80,24 @@ def add_evidence(session: Session, lesson: Lesson, kind: str, *, actor: str, job
 
 
 def feedback(stack, lesson_id: str, *, worked: bool, actor: str, job_id: str | None = None,
-             note: str | None = None) -> dict[str, Any]:
-    """`hpcmem feedback`: a person's or agent's verdict on a lesson they applied."""
+             note: str | None = None, error_text: str | None = None) -> dict[str, Any]:
+    """`hpcmem feedback`: a person's or agent's verdict on a lesson they applied.
+
+    With the error it was applied to, a confirmation makes that error's fingerprint an alias
+    of the lesson (its next recurrence is an exact match) and a contradiction removes it.
+    """
+    from hpcmem.kb.aliases import add_alias, alias_from_text, remove_alias
+    from hpcmem.kb.redact import redact_text
+    from hpcmem.kb.signatures import CONTENTLESS, has_content
+
     if not lesson_id.strip():
         raise InputError("give the lesson id (from `hpcmem recall --json`)")
+    alias = None
+    if error_text is not None:
+        text = redact_text(error_text)
+        if not has_content(text):
+            raise InputError(CONTENTLESS)
+        alias = alias_from_text(text)
     for store in stack.all():
         store.open(create=store is stack.user)
         with store.transaction() as session:
@@ -91,6 +105,10 @@ def feedback(stack, lesson_id: str, *, worked: bool, actor: str, job_id: str | N
             if lesson is None:
                 continue
             add_evidence(session, lesson, "worked" if worked else "failed", actor=actor, job_id=job_id, note=note)
+            if alias is not None and worked:
+                add_alias(session, lesson, alias, source="feedback", actor=actor)
+            elif alias is not None:
+                remove_alias(session, lesson, alias["fingerprint"], actor=actor, reason="feedback: the fix failed")
             result = lesson_to_dict(lesson)
         result["store"] = store.name
         return result
@@ -139,7 +157,21 @@ def judge_recall_events(store, *, window_hours: float = EVIDENCE_WINDOW_HOURS, n
                 kind = "confirmed_by_history" if outcome == "worked" else "recurred"
                 add_evidence(session, lesson, kind, actor=actor, job_id=event.job_id,
                              note=f"after a recall at {event.recalled_at:%Y-%m-%d %H:%M} UTC", now=now)
+                _learn_variant(session, lesson, event, outcome, actor)
     return summary
+
+
+def _learn_variant(session: Session, lesson: Lesson, event: RecallEvent, outcome: str, actor: str) -> None:
+    """The recalled failure's fingerprint becomes an alias when the job then succeeded, and
+    stops being one when the failure recurred."""
+    from hpcmem.kb.aliases import add_alias, alias_from_store, remove_alias
+
+    if outcome == "worked":
+        alias = alias_from_store(session, event.fingerprint)
+        if alias is not None:
+            add_alias(session, lesson, alias, source="resubmission", actor=actor)
+    else:
+        remove_alias(session, lesson, event.fingerprint, actor=actor, reason="the failure recurred after a recall")
 
 
 def _outcome(session: Session, event: RecallEvent, window: dt.timedelta, now: dt.datetime) -> str | None:

@@ -34,8 +34,15 @@ _PATTERNS = (
     ("partition", r"invalid partition specified: (\S+)()"),
     ("host_compiler", r"\b(gcc|clang|icc|msvc) versions? later than (\d+(?:\.\d+)*)"),
     ("exception", r"^\s*(?:[A-Za-z_]\w*\.)*([A-Z]\w*(?:Error|Exception))\b()"),
+    ("slurm_verdict", r"\bDUE TO (TIME LIMIT|NODE FAILURE|PREEMPTION|JOB NOT ENDING WITH SIGNALS)\b()"),
+    ("missing_key", r"\bKeyError: ['\"]([^'\"]+)['\"]()"),
+    ("jvm_memory", r"OutOfMemoryError: (Java heap space|Metaspace|GC overhead limit exceeded|Direct buffer memory|"
+                   r"unable to create (?:new )?native thread|Compressed class space|Requested array size)()"),
 )
 _NUMBER = re.compile(r"\d+")
+# Kinds whose values name different failures outright: Slurm's verdict on why a job ended, the
+# JVM memory area that ran out. A different value matters whatever the fix says.
+ALWAYS_MATTERS = frozenset({"slurm_verdict", "jvm_memory"})
 _VERSION_IN_TEXT = re.compile(r"(?<![\w.])(\d+)(?:\.(\d+))?(?:\.\d+)*")
 
 
@@ -159,5 +166,8 @@ def compare(query: tuple[FixToken, ...], lesson: tuple[FixToken, ...], fix: str)
             differences.append(Difference(qt.text, lt.text, kind, matters))
         elif lt.kind != "exception":
             qt = next(t for t in query if t.kind == lt.kind)
-            differences.append(Difference(qt.text, lt.text, "name", _mentions_name(lt, fix)))
+            # Another library/module/package: it matters when the fix names the lesson's one or
+            # its version (``module load cuda/11.8`` is about libcudart.so.11.0, not libcudnn.so.9).
+            matters = lt.kind in ALWAYS_MATTERS or _mentions_name(lt, fix) or _mentions_version(lt, fix)
+            differences.append(Difference(qt.text, lt.text, "name", matters))
     return Comparison(agree, tuple(differences))

@@ -37,6 +37,9 @@ from hpcmem.kb.trust import trust_level
 RECALL_SCHEMA_VERSION = "2.0"
 
 SCOPE_ORDER = {"user": 0, "lab": 1, "cluster": 2}
+# Order among lessons that apply equally well: own store first, validated and confirmed first.
+SCOPE_WEIGHT = {"user": 1.0, "lab": 0.95, "cluster": 0.9}
+STATUS_WEIGHT = {"validated": 1.0, "candidate": 0.85, "stale": 0.6, "expired": 0.3}
 NEIGHBOURS = 10
 LEXICAL_CANDIDATES = 10
 LEXICAL_SCAN_LIMIT = 5000
@@ -227,7 +230,9 @@ class Recaller:
     def _rank(self, candidates: list[Candidate], query: RecallQuery) -> list[Candidate]:
         for c in candidates:
             boost, c.boosts = context_boost(c.lesson.get("conditions", []), query)
-            c.rank_score = round(c.evidence.probability + boost, 4)
+            confidence = float(c.lesson.get("confidence") or 0.0)
+            c.rank_score = round(c.evidence.probability * SCOPE_WEIGHT.get(c.scope, 0.9)
+                                 * STATUS_WEIGHT.get(c.lesson["status"], 0.5) * (0.5 + 0.5 * confidence) + boost, 4)
         return sorted(candidates, key=lambda c: (c.evidence.band != "match", -c.rank_score,
                                                  SCOPE_ORDER.get(c.scope, 9), -float(c.lesson.get("confidence") or 0),
                                                  c.lesson["id"]))
@@ -415,6 +420,7 @@ class Recaller:
             "scope": c.scope,
             "band": ev.band,
             "probability": round(ev.probability, 4),
+            "score": c.rank_score,
             "match_kind": "exact" if ev.features.get("exact") else "similar",
             "found_by": c.found_by,
             "matched_fingerprint": ev.variant.fingerprint,

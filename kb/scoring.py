@@ -200,7 +200,9 @@ def judge(evidence: list[Evidence], model: RecallModel | None = None, *, with_ve
     linear = model.full if with_vectors else model.lexical
     sims = [similarity(e.features) for e in evidence]
     for i, e in enumerate(evidence):
-        others = sims[:i] + sims[i + 1:]
+        # Copies of one lesson in several stores (proposed, promoted) share its fingerprint
+        # and do not compete with each other.
+        others = [s for j, s in enumerate(sims) if evidence[j].variant.fingerprint != e.variant.fingerprint]
         e.features["margin"] = sims[i] - max(others, default=0.0)
         e.probability = linear.probability(e.features)
         e.band = band(e.probability, e.comparison, model)

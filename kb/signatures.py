@@ -473,7 +473,7 @@ _BANNER_NOISE = (
     r"MPI_ABORT was invoked|with errorcode|Primary job\s+terminated|Child job \d+ terminated|"
     r"mpirun noticed|Process name:|Exit code:|application called MPI_Abort|[\w.]+ (?:failed|returned|exited)|"
     r"Root Cause|Failures:|<NO_OTHER_FAILURES>|time\s+:|host\s+:|rank\s+:|exitcode\s+:|error_file\s*:|"
-    r"traceback\s*:|srun: error: .*(?:task|Exited)|slurmstepd: error: \*\*\*|\[\w.+-]+:\d+\] \d+ more process)"
+    r"traceback\s*:|srun: error: .*(?:task|Exited)|srun: Job step aborted|slurmstepd: error: \*\*\*|\[\w.+-]+:\d+\] \d+ more process)"
 )
 _ERRORISH = (
     r"(?i)\b(?:error|fatal|fail(?:ed|ure)?|abort(?:ed)?|exception|denied|cannot|can't|unable|"
@@ -575,7 +575,7 @@ def _template_source(text: str, rule: Rule | None, match: re.Match[str] | None, 
             return rule.template.format_map(_Groups(groups))
     if line.rstrip().endswith(":"):
         rest = text[text.find(line) + len(line):].lstrip("\n").split("\n", 1)[0]
-        if rest.strip():
+        if rest.strip() and not _patterns().banner_noise.search(rest):
             return f"{line.rstrip()} {rest.strip()}"
     return line
 

@@ -111,11 +111,11 @@ def test_batch_answers_in_input_order(tmp_path: Path):
 
 def test_bad_inputs_are_one_line_errors(tmp_path: Path):
     for args, message in [
-        (["record", "--error", "x", "--cause", "c", "--fix", "f", "--action", "--memory=1G"], "unknown sbatch option"),
+        (["record", "--error", "Segmentation fault", "--cause", "c", "--fix", "f", "--action", "--memory=1G"], "unknown sbatch option"),
         (["record", "--cause", "c", "--fix", "f"], "give the error"),
         (["record", "--job", "424242", "--cause", "c", "--fix", "f"], "no stored failure for job 424242"),
-        (["record", "--error", "x", "--cause", "c", "--fix", "f", "--module", "cuda"], "NAME/VERSION"),
-        (["record", "--error", "x", "--cause", "c", "--fix", "f", "--valid-until", "soon"], "YYYY-MM-DD"),
+        (["record", "--error", "Segmentation fault", "--cause", "c", "--fix", "f", "--module", "cuda"], "NAME/VERSION"),
+        (["record", "--error", "Segmentation fault", "--cause", "c", "--fix", "f", "--valid-until", "soon"], "YYYY-MM-DD"),
         (["recall", "--job", "424242"], "no stored failure for job 424242"),
         (["recall", "--log", str(tmp_path / "none.out")], "job log not found"),
     ]:
