@@ -31,7 +31,7 @@ from hpcmem.kb.errors import InputError, NotFound
 from hpcmem.kb.reader import StoreReader
 from hpcmem.kb.redact import redact_text
 from hpcmem.kb.scoring import Evidence, Probe, Variant, describe, judge, load_model
-from hpcmem.kb.signatures import CONTENTLESS, Signature, fingerprint, has_content, words
+from hpcmem.kb.signatures import CONTENTLESS, FailureSignature, fingerprint, has_content, words
 from hpcmem.kb.trust import trust_level
 
 RECALL_SCHEMA_VERSION = "2.0"
@@ -237,7 +237,7 @@ class Recaller:
                                                  SCOPE_ORDER.get(c.scope, 9), -float(c.lesson.get("confidence") or 0),
                                                  c.lesson["id"]))
 
-    def _remember(self, sig: Signature, query: RecallQuery, matches: list[dict[str, Any]]) -> None:
+    def _remember(self, sig: FailureSignature, query: RecallQuery, matches: list[dict[str, Any]]) -> None:
         """Note the lesson recall put first, so later history can confirm or contradict it."""
         top = next((m for m in matches if m["band"] == "match"), None)
         if top is None or not self.record_events:
@@ -255,7 +255,7 @@ class Recaller:
             self.warnings.append(f"recall not logged for evidence: {str(exc).splitlines()[0]}")
 
     # -- stages -----------------------------------------------------------------------------
-    def _exact(self, sig: Signature, query: RecallQuery) -> list[Candidate]:
+    def _exact(self, sig: FailureSignature, query: RecallQuery) -> list[Candidate]:
         out = []
         for reader in self.readers:
             for lesson in reader.lessons_for_fingerprint(sig.fingerprint, include_expired=query.include_expired):
@@ -389,7 +389,7 @@ class Recaller:
                 raise
             self.warnings.append(f"store '{reader.name}' is read-only; its newest lessons are matched exactly only")
 
-    def _advice(self, sig: Signature, text: str, occurrence: dict[str, Any] | None) -> list[dict[str, Any]]:
+    def _advice(self, sig: FailureSignature, text: str, occurrence: dict[str, Any] | None) -> list[dict[str, Any]]:
         """Built-in advice for the failure's category: general knowledge, not a stored lesson."""
         from hpcmem.kb.advice import advice_for
 
@@ -398,7 +398,7 @@ class Recaller:
                  "category": sig.category, "source": "rule", "trust_level": trust_level("rule")}
                 for item in advice_for(sig.category, facts, None)]
 
-    def _seen_before(self, sig: Signature) -> dict[str, Any]:
+    def _seen_before(self, sig: FailureSignature) -> dict[str, Any]:
         count, first, last = 0, None, None
         for reader in self.readers:
             found = reader.signature_by_fingerprint(sig.fingerprint)

@@ -27,7 +27,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from hpcmem.kb.models import JobRecord, Occurrence, Signature
 from hpcmem.kb.redact import redact
-from hpcmem.kb.signatures import Signature as SignatureKey
+from hpcmem.kb.signatures import FailureSignature as SignatureKey
 from hpcmem.kb.signatures import signature_of_block
 from hpcmem.kb.store import Store
 from hpcmem.kb.types import utcnow

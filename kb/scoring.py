@@ -41,7 +41,7 @@ from functools import lru_cache
 from typing import Any
 
 from hpcmem.kb.fixtokens import Comparison, FixToken, compare, fix_text, fix_tokens
-from hpcmem.kb.signatures import Signature, excerpt_template, words
+from hpcmem.kb.signatures import FailureSignature, excerpt_template, words
 
 MODEL_PATH = os.path.join(os.path.dirname(__file__), "rules", "recall_model.json")
 FULL_FEATURES = ("exact", "same_category", "query_unknown", "lex_lesson", "lex_query", "lex_decisive",
@@ -104,7 +104,7 @@ def _idf(documents: float, df: float) -> float:
 class Probe:
     """The query side, computed once per recall."""
 
-    signature: Signature
+    signature: FailureSignature
     excerpt: str
     excerpt_words: frozenset[str]
     decisive_words: frozenset[str]
@@ -112,7 +112,7 @@ class Probe:
     vectors: dict[str, Any] = field(default_factory=dict)  # "decisive" / "excerpt" -> unit vector
 
     @classmethod
-    def of(cls, text: str, signature: Signature) -> "Probe":
+    def of(cls, text: str, signature: FailureSignature) -> "Probe":
         excerpt = excerpt_template(text)
         return cls(signature, excerpt, frozenset(words(excerpt)), frozenset(words(signature.template)),
                    fix_tokens(signature.template))

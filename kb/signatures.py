@@ -3,7 +3,7 @@ and hash both into a fingerprint that stays the same across instances of one fai
 
     normalize(text)          -> template (variable parts replaced by <NUM>, <PATH>, ...)
     categorize(text)         -> failure class, from the data-driven rules in rules/categories.toml
-    fingerprint(text)        -> Signature(fingerprint, template, category)
+    fingerprint(text)        -> FailureSignature(fingerprint, template, category)
     signature_of_block(text) -> Signature of a whole excerpt (traceback, .err file): it picks
                                 the decisive line so unrelated output does not change it
     load_rules(extra_path)   -> the built-in rules plus a site's own file
@@ -27,7 +27,7 @@ from functools import lru_cache
 from hpcmem.kb.errors import ConfigError
 
 __all__ = [
-    "Signature",
+    "FailureSignature",
     "Rule",
     "UNKNOWN",
     "normalize",
@@ -43,7 +43,7 @@ FINGERPRINT_CHARS = 16
 
 
 @dataclass(frozen=True)
-class Signature:
+class FailureSignature:
     fingerprint: str
     template: str
     category: str
@@ -580,25 +580,25 @@ def _template_source(text: str, rule: Rule | None, match: re.Match[str] | None, 
     return line
 
 
-def _signature(text: str, rules: tuple[Rule, ...] | None) -> Signature:
+def _signature(text: str, rules: tuple[Rule, ...] | None) -> FailureSignature:
     rules = load_rules() if rules is None else rules
     cleaned = _clean(text)
     rule, match, line = _decide(cleaned, rules)
     template = _mask(_template_source(cleaned, rule, match, line), rule)
     category = rule.category if rule is not None else UNKNOWN
     digest = hashlib.sha256(f"{category}\n{template}".encode()).hexdigest()[:FINGERPRINT_CHARS]
-    return Signature(fingerprint=digest, template=template, category=category)
+    return FailureSignature(fingerprint=digest, template=template, category=category)
 
 
 # --------------------------------------------------------------------------- public API
 
 
-def fingerprint(text: str, rules: tuple[Rule, ...] | None = None) -> Signature:
+def fingerprint(text: str, rules: tuple[Rule, ...] | None = None) -> FailureSignature:
     """Signature of one error message (a multi-line text is treated as an excerpt)."""
     return _signature(text, rules)
 
 
-def signature_of_block(text: str, rules: tuple[Rule, ...] | None = None) -> Signature:
+def signature_of_block(text: str, rules: tuple[Rule, ...] | None = None) -> FailureSignature:
     """Signature of a log excerpt: the decisive line is chosen by rule precedence.
 
     Slurm's verdict (OOM, time limit) beats what the program printed; a traceback is

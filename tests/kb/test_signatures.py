@@ -17,7 +17,7 @@ import pytest
 from hpcmem.kb.errors import ConfigError
 from hpcmem.kb.signatures import (
     UNKNOWN,
-    Signature,
+    FailureSignature,
     categorize,
     fingerprint,
     load_rules,
@@ -715,7 +715,7 @@ def test_normalize_equals_fingerprint_template():
 
 def test_signature_is_a_frozen_dataclass_with_a_16_hex_fingerprint():
     sig = fingerprint(REAL_FASTTIMEOUT_7)
-    assert isinstance(sig, Signature)
+    assert isinstance(sig, FailureSignature)
     assert len(sig.fingerprint) == 16 and int(sig.fingerprint, 16) >= 0
     expected = hashlib.sha256(f"{sig.category}\n{sig.template}".encode()).hexdigest()[:16]
     assert sig.fingerprint == expected
