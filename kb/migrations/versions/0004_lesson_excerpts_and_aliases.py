@@ -16,8 +16,8 @@ depends_on = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table('lessons', schema=None) as batch_op:
-        batch_op.add_column(sa.Column('excerpt', sa.Text(), nullable=True))
+    # A plain ADD COLUMN (no batch table copy): a short write lock while other processes open the store.
+    op.add_column('lessons', sa.Column('excerpt', sa.Text(), nullable=True))
     op.create_table('lesson_aliases',
     sa.Column('id', sa.Integer(), nullable=False),
     sa.Column('lesson_id', sa.String(length=36), nullable=False),
@@ -32,9 +32,8 @@ def upgrade() -> None:
     sa.PrimaryKeyConstraint('id', name=op.f('pk_lesson_aliases')),
     sa.UniqueConstraint('lesson_id', 'fingerprint', name=op.f('uq_lesson_aliases_lesson_id_fingerprint'))
     )
-    with op.batch_alter_table('lesson_aliases', schema=None) as batch_op:
-        batch_op.create_index(batch_op.f('ix_lesson_aliases_fingerprint'), ['fingerprint'], unique=False)
-        batch_op.create_index(batch_op.f('ix_lesson_aliases_lesson_id'), ['lesson_id'], unique=False)
+    op.create_index(op.f('ix_lesson_aliases_fingerprint'), 'lesson_aliases', ['fingerprint'], unique=False)
+    op.create_index(op.f('ix_lesson_aliases_lesson_id'), 'lesson_aliases', ['lesson_id'], unique=False)
 
 
 def downgrade() -> None:
