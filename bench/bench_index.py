@@ -42,7 +42,8 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 
-LOGHUB = Path("/work/shared/bench/loghub")
+# ../shared beside the repository (the workplace layout); --loghub or HPCMEM_LOGHUB elsewhere.
+LOGHUB = Path(os.environ.get("HPCMEM_LOGHUB", REPO.parent / "shared" / "bench" / "loghub"))
 SECTION = "## Vector index: flat vs approximate"
 LATENCY_BUDGET_MS = 2.0
 HNSW_M, HNSW_EF_CONSTRUCTION, HNSW_EF_SEARCH = 32, 80, 64

@@ -82,7 +82,7 @@ def main() -> None:
 
     from hpcmem.kb import scoring
     from hpcmem.kb.recall import RecallQuery
-    from hpcmem.kb.scoring import FULL_FEATURES, LEXICAL_FEATURES, Probe
+    from hpcmem.kb.scoring import FULL_FEATURES, LEXICAL_FEATURES, LinearModel, Probe
     from hpcmem.kb.signatures import fingerprint
 
     cal = plan("calibration")
@@ -117,14 +117,10 @@ def main() -> None:
     w_full, b_full = fit_logistic(rows_full, labels)
     w_lex, b_lex = fit_logistic(rows_lex, labels)
 
-    def prob(w, b, row):
-        import math
-        z = b + sum(a * x for a, x in zip(w, row))
-        return 1 / (1 + math.exp(-max(-40, min(40, z))))
-
+    fitted = LinearModel(FULL_FEATURES, tuple(w_full), b_full)
     answers: dict[str, list[tuple[str, float]]] = {q.id: [] for q in cal.queries}
     for (qid, cls), row in zip(owners, rows_full):
-        answers[qid].append((cls, prob(w_full, b_full, row)))
+        answers[qid].append((cls, fitted.probability(dict(zip(FULL_FEATURES, row)))))
     for qid in answers:
         answers[qid].sort(key=lambda t: -t[1])
     cuts = [i / 100 for i in range(5, 96)]

@@ -19,12 +19,14 @@ import csv
 import statistics
 import sys
 import time
+import os
 from collections import Counter, defaultdict
 from pathlib import Path
 
 from hpcmem.kb.signatures import UNKNOWN, fingerprint
 
-DEFAULT_LOGHUB = Path("/work/shared/bench/loghub")
+# ../shared beside the repository (the workplace layout); --loghub or HPCMEM_LOGHUB elsewhere.
+DEFAULT_LOGHUB = Path(os.environ.get("HPCMEM_LOGHUB", Path(__file__).resolve().parents[2] / "shared" / "bench" / "loghub"))
 SECTION = "## Grouping accuracy (Loghub 2k)"
 
 # Drain's grouping accuracy on the original Loghub 2k labels, Table III of
@@ -134,7 +136,7 @@ def render(results: list[dict]) -> str:
         "",
         "Reproduce: `.venv/bin/python bench/grouping.py --write docs/benchmarks.md`",
         "(add `--misses 10` to list the worst groups per dataset on stderr). It reads",
-        "`/work/shared/bench/loghub/*/*_2k.log_structured*.csv` in place.",
+        "`../shared/bench/loghub/*/*_2k.log_structured*.csv` (beside the repository) in place.",
         "",
         "Method. Each message's `Content` goes through `hpcmem.kb.signatures.fingerprint` and",
         "messages are grouped by the resulting template (Loghub lines are not job errors, so the",

@@ -111,7 +111,6 @@ def test_a_recurrence_in_other_words_is_a_match_and_advice_stands_apart(stack):
                   fix="module load gcc/11.3.0 (provides GLIBCXX_3.4.29) before running",
                   author="a", source="human", error_text=corpus_text("loader-0006"))
     result = recall(stack, corpus_text("loader-0007"))
-    assert result["query"]["fingerprint"] != mine["fingerprint"] or result["matches"]
     top = result["matches"][0]
     assert top["lesson_id"] == mine["lesson_id"] and top["band"] == "match" and not result["abstained"]
     assert all(m["lesson_id"] for m in result["matches"])  # stored lessons only
@@ -168,7 +167,7 @@ def test_a_confirmed_variant_becomes_an_alias_and_a_contradiction_removes_it(sta
     after = recall(stack, variant)
     top = after["matches"][0]
     assert top["lesson_id"] == lesson["lesson_id"] and top["match_kind"] == "exact" and top["matched_alias"]
-    assert after["stages"] == ["exact"] or top["band"] == "match"
+    assert top["band"] == "match" and after["stages"] == ["exact"]  # answered without the wide stage
     shown = show_lesson(stack[0], lesson["lesson_id"])
     assert [a["fingerprint"] for a in shown["aliases"]] == [fingerprint(variant).fingerprint]
     assert any(h["action"] == "alias:add" for h in shown["history"])

@@ -2,7 +2,7 @@
 
 Cases are written in the real formats of Slurm 22.05/23.02, Lmod, glibc, gcc, PyTorch,
 NCCL and Open MPI. Strings marked "real-slurm" are copied verbatim from our own cluster's
-job outputs (data/samples provenance: /work/shared/reference/real-slurm/jobs).
+job outputs (data/samples provenance: ../shared/reference/real-slurm/jobs).
 """
 
 from __future__ import annotations
