@@ -939,3 +939,20 @@ def test_import_is_stdlib_only_and_reads_rules_lazily():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def test_heuristics_can_be_left_out_for_ablations_and_come_back():
+    from hpcmem.kb.signatures import heuristics_left_out
+
+    line = "Accepted password for user alice from 10.1.2.3 via eth0"
+    shipped = fingerprint(line).template
+    assert "<USER>" in shipped and "eth0" in shipped
+    with heuristics_left_out(frozenset({"user_names", "device_names"})):
+        ablated = fingerprint(line).template
+    assert "for user alice " in ablated  # without user_names the name stays a plain word
+    assert ablated.endswith("via <ID>")  # without device_names eth0 is an id like any other
+    assert fingerprint(line).template == shipped
+    with pytest.raises(ValueError, match="unknown masking heuristics"):
+        with heuristics_left_out(frozenset({"no_such_thing"})):
+            pass
+    assert fingerprint(line).template == shipped
