@@ -15,10 +15,12 @@ $(BIN)/python:
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q --upgrade pip setuptools wheel
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[ml,test,bench]'
+	$(BIN)/pip install -q -e '.[ml,agents,test,bench]'
 	touch $(STAMP)
 
+# The ONNX export lets queries encode without torch; made once, verified on every run.
 setup: $(STAMP)
+	$(BIN)/hpcmem model export
 
 # The demo starts from an empty store each time, so every run shows the same thing.
 demo: setup

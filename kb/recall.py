@@ -364,7 +364,11 @@ class Recaller:
         return self._embedder
 
     def _index(self, reader: StoreReader):
-        if reader.name not in self._indexes:
+        if reader.name in self._indexes:
+            # A long-lived recaller (--batch, the MCP server) sees lessons recorded since:
+            # one generation read when nothing changed.
+            self._indexes[reader.name].refresh()
+        else:
             from hpcmem.kb.vector_index import SignatureIndex
 
             store = self._store_for(reader)

@@ -7,6 +7,7 @@ Store tests run on SQLite and PostgreSQL (``store_factory``).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import socket
@@ -200,7 +201,7 @@ def test_site_model_loads_offline_without_any_connection(tmp_path: Path, monkeyp
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.setenv("HF_HOME", str(tmp_path / "empty-hf-home"))
     loads = Embedder.loads
-    vectors = Embedder(spec).encode(["CUDA out of memory"])
+    vectors = Embedder(spec, encoder="sentence-transformers").encode(["CUDA out of memory"])
     assert Embedder.loads == loads + 1  # a new directory: really loaded here
     assert os.environ["HF_HUB_OFFLINE"] == "1" and os.environ["TRANSFORMERS_OFFLINE"] == "1"
     assert vectors.shape == (1, 384)
@@ -210,7 +211,7 @@ def test_model_is_loaded_once_per_process(embedder: Embedder):
     loads = Embedder.loads
     again = Embedder(embedder.spec)
     again.encode(["one"])
-    Embedder(ModelSpec(embedder.spec.path, "renamed@00000000", embedder.spec.sha256)).encode(["two"])
+    Embedder(dataclasses.replace(embedder.spec, model_id="renamed@00000000")).encode(["two"])
     assert Embedder.loads == loads
 
 
