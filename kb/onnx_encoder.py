@@ -44,6 +44,7 @@ __all__ = ["OnnxExport", "default_onnx_dir", "export_path", "ready_export", "exp
 RECORD_FORMAT = 1
 OPSET = 17
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+MAX_BATCH = 8
 # An export is kept only when it reproduces sentence-transformers this closely on the check texts.
 MIN_EXPORT_COSINE = 0.9999
 CHECK_TEXTS = (
@@ -236,6 +237,9 @@ class OnnxEncoder:
         self.tokenizer.enable_padding(pad_id=self._pad_id(), pad_token="[PAD]")
         options = onnxruntime.SessionOptions()
         options.log_severity_level = 3  # warnings about unused initialisers are not the user's concern
+        # Basic graph optimisations: as fast as the extended ones for one query here, and
+        # without their pre-packed copies of the weights (peak RSS, docs/benchmarks.md).
+        options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_BASIC
         try:
             self.session = onnxruntime.InferenceSession(str(export.path), options, providers=["CPUExecutionProvider"])
         except Exception as exc:  # noqa: BLE001
@@ -251,6 +255,9 @@ class OnnxEncoder:
     def encode(self, texts: list[str], batch_size: int = 64) -> "np.ndarray":
         import numpy as np
 
+        # Small batches: throughput is the same on a CPU, and activation memory (batch x
+        # sequence x 1536 per layer) stays small enough for the 350 MiB query budget.
+        batch_size = min(batch_size, MAX_BATCH)
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         # Sorting by length keeps padding (wasted work) small within a batch.
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))

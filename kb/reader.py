@@ -274,6 +274,39 @@ class StoreReader:
         )
         return int(rows[0][0])
 
+    # -- the vector cache (query_vectors, and signatures' own vectors) -------------------
+    def cached_vectors(self, keys: list[str], model_id: str) -> dict[str, bytes]:
+        """Stored vectors by text hash (``embed.template_hash``): cached queries first, then
+        signatures embedded under the same model. Plain SQL: no SQLAlchemy on this path."""
+        if not keys:
+            return {}
+        marks = self._placeholders(len(keys))
+        found = dict(self.query(f"SELECT template_hash, vector FROM query_vectors WHERE model = ? "
+                                f"AND template_hash IN ({marks})", [model_id, *keys]))
+        rest = [k for k in keys if k not in found]
+        if rest:
+            rows = self.query(f"SELECT embedding_hash, embedding FROM signatures WHERE embedding_model = ? "
+                              f"AND embedding IS NOT NULL AND embedding_hash IN ({self._placeholders(len(rest))})",
+                              [model_id, *rest])
+            for key, blob in rows:
+                found.setdefault(key, blob)
+        return {k: bytes(v) for k, v in found.items()}
+
+    def cache_vectors(self, rows: list[tuple[str, str, bytes]]) -> None:
+        """Remember (hash, model, vector) rows; a row already there is kept."""
+        if not rows:
+            return
+        now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)  # stored as naive UTC, like UTCDateTime
+        rows = [(*row, now) for row in rows]
+        sql = self._sql("INSERT INTO query_vectors (template_hash, model, vector, created_at) VALUES (?, ?, ?, ?) "
+                        "ON CONFLICT (template_hash) DO NOTHING")
+        if self.dialect == "sqlite":
+            with self.conn:
+                self.conn.executemany(sql, rows)
+        else:
+            with self.conn.cursor() as cur:
+                cur.executemany(sql, rows)
+
     def meta(self, key: str) -> str | None:
         rows = self.query("SELECT value FROM store_meta WHERE key = ?", [key])
         return rows[0][0] if rows else None

@@ -27,7 +27,7 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from hpcmem.kb.errors import InputError, NotFound
+from hpcmem.kb.errors import ConfigError, InputError, NotFound
 from hpcmem.kb.reader import StoreReader
 from hpcmem.kb.redact import redact_text
 from hpcmem.kb.scoring import Evidence, Probe, Variant, describe, judge, load_model
@@ -300,27 +300,40 @@ class Recaller:
         return {l["id"] for l in reader.lessons_for_signatures(sids, include_expired=query.include_expired)}
 
     # -- vectors ------------------------------------------------------------------------------
-    def _vector_source(self):
-        """(store to cache in, embedder factory or None); None when vectors are unavailable."""
+    def _vectors_available(self) -> bool:
         try:
             import numpy  # noqa: F401 - the ml extra is installed
         except ImportError as exc:
             self.warnings.append(f"vector search unavailable ({exc.name}); using lexical matching")
-            return None
-        return self.stack.user, (self._get_embedder if self.allow_model else None)
+            return False
+        return True
 
     def _vectors(self, items: list[tuple[str, str]]) -> list[Any]:
-        """Vectors of (text, category) pairs: this process's cache, the user store's, the model."""
-        from hpcmem.kb.embed import vectors_for
+        """Vectors of (text, category) pairs: this process's memo, the vectors cached in the
+        user's store (plain SQL through its reader), then the encoder for the rest, which
+        are cached there for next time. Without the model, misses stay None."""
+        from hpcmem.kb.embed import blob_to_vector, template_hash, text_for_embedding, vector_to_blob
 
         missing = [it for it in dict.fromkeys(items) if it not in self._vector_memo]
-        if missing:
-            source = self._vector_source()
-            if source is not None:
-                store, make = source
-                for it, v in zip(missing, vectors_for(store, missing, self._model_id(), make)):
-                    if v is not None:
-                        self._vector_memo[it] = v
+        if missing and self._vectors_available():
+            model_id, mine = self._model_id(), self.readers[0]
+            keys = {it: template_hash(text_for_embedding(*it), model_id) for it in missing}
+            cached = mine.cached_vectors(list(dict.fromkeys(keys.values())), model_id)
+            for it in missing:
+                if keys[it] in cached:
+                    self._vector_memo[it] = blob_to_vector(cached[keys[it]])
+            todo = [it for it in missing if it not in self._vector_memo]
+            if todo and self.allow_model:
+                embedder = self._get_embedder()
+                if embedder.model_id != model_id:
+                    raise ConfigError(f"embedder model {embedder.model_id} is not the stores' {model_id}")
+                encoded = embedder.encode([text_for_embedding(*it) for it in todo])
+                for it, vector in zip(todo, encoded):
+                    self._vector_memo[it] = vector
+                try:
+                    mine.cache_vectors([(keys[it], model_id, vector_to_blob(v)) for it, v in zip(todo, encoded)])
+                except Exception as exc:  # noqa: BLE001 - e.g. a read-only store: encoded again next time
+                    self.warnings.append(f"query vectors not cached: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
         return [self._vector_memo.get(it) for it in items]
 
     def _probe_vectors(self, probe: Probe) -> dict[str, Any]:
