@@ -38,6 +38,13 @@ import recall_corpus  # noqa: E402
 HPCMEM = str(Path(sys.executable).with_name("hpcmem"))
 SECTION = "## Agents: query encoder, one-shot recall, MCP server"
 LESSONS = 60
+ENCODER_NOTE = """\
+fastembed runs the same ONNX file but truncates at the tokenizer's `model_max_length` (512 tokens)
+where sentence-transformers stops at the model's `max_seq_length` (256): long excerpts get other
+vectors (the low cosine) and four times the attention memory. onnxruntime + tokenizers with the
+model's own settings reproduces the reference and is faster than torch in batches too, so hpcmem
+encodes with it everywhere; sentence-transformers remains the reference the export is checked
+against, and the fallback when no export exists."""
 
 ENCODER_SCRIPT = textwrap.dedent("""
     import json, resource, sys, time
@@ -146,12 +153,18 @@ def populate(home: Path, lessons) -> str:
 def one_shot(text: str, env: dict[str, str]) -> tuple[float, float, int]:
     """(wall seconds, peak RSS MiB, exit status) of one `hpcmem recall --json` process."""
     started = time.perf_counter()
-    proc = subprocess.Popen([HPCMEM, "recall", "--json", text], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            env=env)
+    # The text on stdin ("-"), as an agent pipes a log tail: some real texts start with "-".
+    proc = subprocess.Popen([HPCMEM, "recall", "--json", "-"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, env=env, text=True)
+    proc.stdin.write(text)
+    proc.stdin.close()
+    error = proc.stderr.read()
     _pid, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - started
     proc.returncode = os.waitstatus_to_exitcode(status)
     proc.stderr.close()
+    if proc.returncode not in (0, 1):
+        raise SystemExit(f"recall failed ({proc.returncode}): {error.strip()[-500:]}")
     return wall, usage.ru_maxrss / 1024, proc.returncode
 
 
@@ -163,7 +176,6 @@ def bench_one_shot(known: str, unseen: list[str], runs: int, env: dict[str, str]
         known_runs.append(one_shot(known, env))
         unseen_runs.append(one_shot(unseen.pop(), env))
     assert all(r[2] == 0 for r in known_runs), "the known template must match"
-    assert all(r[2] in (0, 1) for r in unseen_runs), "a never-seen recall failed"
     return {"known": known_runs, "unseen": unseen_runs}
 
 
@@ -207,6 +219,7 @@ def render(encoders: list[dict], oneshot: dict, mcp: dict, runs: int, mcp_runs: 
             continue
         lines.append(f"| {row['encoder']} | {row['load_s']:.2f} s | {row['query_ms']:.1f} ms | "
                      f"{row['batch_per_s']:.0f} texts/s | {row['rss_mib']:.0f} MiB | {row['min_cosine']:.6f} |")
+    lines += ["", ENCODER_NOTE]
     known = [r[0] for r in oneshot["known"]]
     unseen = [r[0] for r in oneshot["unseen"]]
     ratio = statistics.median(unseen) / statistics.median(known)

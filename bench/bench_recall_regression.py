@@ -1,0 +1,100 @@
+"""Known-template recall, this tree against an earlier commit, in one run.
+
+    .venv/bin/python bench/bench_recall_regression.py --baseline 152bdae [--runs 25] [--write docs/benchmarks.md]
+
+Absolute start-up times drift with the machine and the installed libraries (a newer typer
+costs more to import), so a regression is measured as a ratio: the same venv runs both
+trees, alternating, each against a store of its own schema holding one lesson, and each
+process recalls the text that lesson was recorded from (an exact known failure: no model,
+no index). The baseline tree is checked out with `git worktree` into a temporary directory
+and put first on PYTHONPATH, so `hpcmem` imports it instead of this tree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+HPCMEM = str(Path(sys.executable).with_name("hpcmem"))
+SECTION = "## Known-template recall against an earlier commit"
+OOM = ("slurmstepd: error: Detected 1 oom-kill event(s) in StepId=52004.batch. Some of your processes may have "
+       "been killed by the cgroup out-of-memory handler.")
+
+
+def prepared_env(home: Path, pythonpath: str | None) -> dict[str, str]:
+    env = {**os.environ, "HPCMEM_HOME": str(home), "HPCMEM_DISABLE_LOCAL_CONFIG": "1"}
+    env.pop("PYTHONPATH", None)
+    if pythonpath:
+        env["PYTHONPATH"] = pythonpath
+    home.mkdir(parents=True, exist_ok=True)
+    subprocess.run([HPCMEM, "record", "--error", OOM, "--cause", "the step ran out of memory",
+                    "--fix", "request more memory"], env=env, check=True, capture_output=True)
+    for _ in range(2):  # warm: bytecode, page cache
+        subprocess.run([HPCMEM, "recall", "--json", OOM], env=env, capture_output=True)
+    return env
+
+
+def timed(env: dict[str, str]) -> float:
+    started = time.perf_counter()
+    proc = subprocess.run([HPCMEM, "recall", "--json", OOM], env=env, capture_output=True, text=True)
+    elapsed = time.perf_counter() - started
+    if proc.returncode != 0:
+        raise SystemExit(f"recall failed ({proc.returncode}): {proc.stderr.strip()[-300:]}")
+    return elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--baseline", required=True, help="git revision to compare with")
+    parser.add_argument("--runs", type=int, default=25)
+    parser.add_argument("--write", type=Path)
+    args = parser.parse_args()
+    revision = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", args.baseline],
+                              check=True, capture_output=True, text=True).stdout.strip()
+    with tempfile.TemporaryDirectory(prefix="hpcmem-regression-") as tmp:
+        work = Path(tmp)
+        tree = work / "tree"
+        subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", "-q", str(tree), revision], check=True)
+        try:
+            (work / "pkg").mkdir()
+            (work / "pkg" / "hpcmem").symlink_to(tree)  # the repository root is the hpcmem package
+            subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree)], check=True, capture_output=True)
+            envs = {f"baseline {revision}": prepared_env(work / "home-baseline", str(work / "pkg")),
+                    "this tree": prepared_env(work / "home-this", None)}
+            times = {name: [] for name in envs}
+            for _ in range(args.runs):
+                for name, env in envs.items():
+                    times[name].append(timed(env))
+        finally:
+            subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(tree)], check=True)
+    base, this = (statistics.median(v) for v in times.values())
+    lines = [SECTION, "",
+             f"`.venv/bin/python bench/bench_recall_regression.py --baseline {revision} --runs {args.runs}`: the same",
+             "venv runs both trees, alternating; each process recalls the text its one lesson was recorded from.", "",
+             "| tree | p50 | p90 |", "|---|---:|---:|"]
+    for name, values in times.items():
+        ordered = sorted(values)
+        lines.append(f"| {name} | {statistics.median(values) * 1000:.0f} ms | {ordered[int(0.9 * len(ordered))] * 1000:.0f} ms |")
+    lines += ["", f"This tree / baseline (medians): **{this / base:.3f}** (target <= 1.10).", ""]
+    section = "\n".join(lines)
+    print(section)
+    if args.write:
+        text = args.write.read_text(encoding="utf-8")
+        start = text.find(SECTION)
+        if start == -1:
+            text = text.rstrip("\n") + "\n\n" + section
+        else:
+            end = text.find("\n## ", start + len(SECTION))
+            text = text[:start] + section + (text[end + 1:] if end != -1 else "")
+        args.write.write_text(text, encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
