@@ -70,7 +70,13 @@ class StoreReader:
             path = store.sqlite_path
             if path is None:
                 raise StoreError(f"store '{store.name}' is in memory; recall needs a file or a server")
-            if not path.exists():
+            try:
+                exists = path.exists()
+            except PermissionError as exc:  # a directory this user may not search: not their store
+                from hpcmem.kb.access import as_permission_denied
+
+                raise as_permission_denied(exc) from None
+            if not exists:
                 store.open()  # a new user store: create it (and its schema) first
                 store.dispose()
             if store.scope == "user":

@@ -11,6 +11,7 @@ the venv's site-packages with ``site.addsitedir``, so nothing is copied.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sqlite3
@@ -230,6 +231,9 @@ def test_lab_store_in_setgid_group_directory(site: Site):
     assert denied.returncode != 0 and "unable to open database" in denied.stderr
     recall = site.hpcmem(site.bob, "recall", "srun: error: Unable to allocate resources: Invalid qos", "--json", env=env)
     assert "vision-normal" not in recall.stdout
+    # a lab store bob may not read is skipped with a warning; his own recall still answers
+    assert recall.returncode == 1, recall.stderr
+    assert any("vision" in w and "permission denied" in w for w in json.loads(recall.stdout)["warnings"])
 
 
 def test_permission_errors_map_to_permission_denied(tmp_path: Path):
@@ -245,3 +249,60 @@ def test_permission_errors_map_to_permission_denied(tmp_path: Path):
         conn.execute("INSERT INTO t VALUES (1)")
     assert str(as_permission_denied(info.value)) == "the store refused: attempt to write a readonly database"
     assert as_permission_denied(sqlite3.OperationalError("no such table: x")) is None
+
+
+def _mcp_session_as(site: Site, user: str, env: dict[str, str], body):
+    """An MCP client session with `hpcmem mcp` running as ``user`` (runuser), as an agent of that user would."""
+    import asyncio
+
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    settings = {"HPCMEM_HOME": str(site.home(user)), "HPCMEM_DISABLE_LOCAL_CONFIG": "1", **env}
+    params = StdioServerParameters(
+        command="runuser",
+        args=["-u", user, "--", "env", *(f"{k}={v}" for k, v in settings.items()), site.python, "-c", RUNNER, "mcp"],
+        cwd=str(site.base))
+
+    async def run():
+        async with stdio_client(params) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                return await body(session)
+
+    return asyncio.run(run())
+
+
+def test_mcp_server_has_exactly_its_users_rights(site: Site):
+    """The server runs as the user: a lab store it may not write is a one-line tool error, and
+    lessons it may not read never appear; a member of the lab sees them."""
+    lab_dir = site.base / "labs" / "vision"
+    lab_dir.mkdir(parents=True)
+    os.chmod(site.base / "labs", 0o755)
+    shutil.chown(lab_dir, site.lead, site.lab_group)
+    os.chmod(lab_dir, 0o2770)
+    env = {"HPCMEM_LAB_STORES": f"vision={lab_dir / 'vision.db'}"}
+    assert site.hpcmem(site.lead, "db", "upgrade", "--scope", "lab:vision", env=env).returncode == 0
+    error = "srun: error: Unable to allocate resources: Invalid qos specification"
+
+    async def alice(session):
+        made = await session.call_tool("record", {"error": error, "cause": "the lab's QOS was renamed",
+                                                  "fix": "use --qos=vision-normal", "scope": "lab:vision"})
+        assert not made.is_error, made.content
+        found = await session.call_tool("recall", {"error": error})
+        return [m["fix"] for m in found.structured_content["matches"]]
+
+    assert "use --qos=vision-normal" in _mcp_session_as(site, site.alice, env, alice)
+
+    async def bob(session):
+        refused = await session.call_tool("record", {"error": error, "cause": "c", "fix": "f", "scope": "lab:vision"})
+        found = await session.call_tool("recall", {"error": error})
+        return refused, found
+
+    refused, found = _mcp_session_as(site, site.bob, env, bob)
+    assert refused.is_error
+    message = refused.content[0].text
+    assert "\n" not in message and "ermission denied" in message, message
+    assert not found.is_error  # bob's own store still answers, with a warning about the lab store
+    assert "vision-normal" not in json.dumps(found.structured_content)
+    assert any("vision" in w for w in found.structured_content["warnings"])
