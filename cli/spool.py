@@ -50,7 +50,7 @@ def _print(data: dict) -> None:
     stdout.print(f"spool {data['source']}: {data['ingested']} ingested, {data['duplicates']} duplicate(s), "
                  f"{data['quarantined']} quarantined, {data['deferred']} left pending "
                  f"({data['jobs']} job(s), {data['failures']} failure(s), {data['seconds']} s)")
-    for label in ("unreadable", "busy", "retries", "stale_removed"):
+    for label in ("unreadable", "busy", "retries", "recovered", "stale_removed"):
         if data[label]:
             stdout.print(f"  {label.replace('_', ' ')}: {data[label]}")
     learned = data.get("learned")

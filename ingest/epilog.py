@@ -572,24 +572,24 @@ def _capture(env: dict[str, str], settings: Settings, result: EpilogResult, dead
         record_task_context(env, settings, result, notes)
         return
 
+    owner = _ownership(env, settings, notes)
+    # Write first: a failure the environment alone shows is spooled before anything that can
+    # hang (scontrol against a busy controller, a log on a stuck filesystem). Enrichment
+    # then replaces the file within the budget; when the budget runs out, the event the
+    # environment gave is what stays, and its notes say so.
+    early = build_event(env, {}, job_outcome(env, {}), hook)
+    modules = _task_context(settings, early, owner, result) if hook == "epilog_slurmd" else []
+    _add_modules(early, modules)
+    early_path = None
+    if early["failed"] and not settings.dry_run:
+        early_path = _write(settings, early, owner, result, notes, PENDING_NOTE)
+
     result.stage = "asking scontrol"
     job = query_scontrol(result.job_id, settings, env, deadline - time.monotonic() - 0.25, notes)
     outcome = job_outcome(env, job)
     event = build_event(env, job, outcome, hook)
     result.event = event
-    as_root = os.geteuid() == 0
-    owner = _ownership(env, settings, notes)
-    user = user_dir_name(event["user"], event["uid"])
-    if hook == "epilog_slurmd" and as_root and not settings.dry_run:
-        # The user's directory must exist for TaskEpilog context; take any context now.
-        result.stage = "reading task context"
-        dirs = open_user_dir(settings.spool, user, owner)
-        try:
-            modules = read_context(dirs, event["cluster"], event["job_id"], owner.uid)
-        finally:
-            dirs.close()
-        if modules:
-            event["modules"] = list(dict.fromkeys((event["modules"] or []) + modules))
+    _add_modules(event, modules)
     if not event["failed"]:
         if not settings.completed:
             result.skipped = "job completed"
@@ -603,21 +603,76 @@ def _capture(env: dict[str, str], settings: Settings, result: EpilogResult, dead
         found = capture_log(_log_paths(env, job), event["uid"], notes) if time.monotonic() < deadline else None
         if found:
             event.update(found)
-    event["notes"] = notes[:MAX_NOTES]
     if settings.dry_run:
+        event["notes"] = notes[:MAX_NOTES]
         result.skipped = "dry run"
         return
+    if early_path is not None and deadline - time.monotonic() < FINAL_WRITE_MARGIN_S:
+        return  # too little time to replace it safely: the early event stands
+    _write(settings, event, owner, result, notes)
+
+
+def _task_context(settings: Settings, event: dict[str, Any], owner: Any, result: EpilogResult) -> list[str]:
+    """The modules TaskEpilog recorded for this job (root only: it reads the user's ctx/)."""
+    if os.geteuid() != 0 or settings.dry_run:
+        return []
+    result.stage = "reading task context"
+    dirs = open_user_dir(settings.spool, user_dir_name(event["user"], event["uid"]), owner)
+    try:
+        return read_context(dirs, event["cluster"], event["job_id"], owner.uid)
+    finally:
+        dirs.close()
+
+
+def _add_modules(event: dict[str, Any], modules: list[str]) -> None:
+    if modules:
+        event["modules"] = list(dict.fromkeys((event["modules"] or []) + modules))
+
+
+def _write(settings: Settings, event: dict[str, Any], owner: Any, result: EpilogResult, notes: list[str],
+           pending_note: str | None = None) -> str:
+    """Spool ``event`` (atomically replacing an earlier version of the same job and hook)."""
+    event["notes"] = (notes + ([pending_note] if pending_note else []))[:MAX_NOTES]
     result.stage = "writing the event"
+    result.event = event
     result.event_path = write_event(settings.spool, event, owner)
+    return result.event_path
+
+
+# The enriched event replaces the early one only with this much budget left; a write cut
+# off by the deadline would leave its temp file behind (the drain recovers it, but why).
+FINAL_WRITE_MARGIN_S = 0.3
+# A write already under way gets this much grace past the deadline: it is milliseconds
+# unless the filesystem hangs, and an event cut off is the loss this order of work avoids.
+WRITE_GRACE_S = 0.5
+PENDING_NOTE = "scontrol and the job's log were not read (the epilog's time budget ran out first)"
 
 
 # --------------------------------------------------------------------------- running
 
 
+def process_started() -> float:
+    """When this process started, on the ``time.monotonic()`` clock.
+
+    Slurm's epilog budget runs from the moment slurmd starts the script, so the
+    interpreter's own start-up counts. Linux: the start time in /proc/self/stat (clock
+    ticks since boot) against CLOCK_BOOTTIME; elsewhere, now.
+    """
+    now = time.monotonic()
+    try:
+        with open("/proc/self/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+        ticks = int(fields[19])  # field 22 of stat(5); fields[0] here is field 3
+        age = time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return now
+    return now - min(max(age, 0.0), 60.0)  # a clock oddity must not eat the whole budget
+
+
 def run_epilog(argv: list[str] | None = None, environ: dict[str, str] | None = None) -> EpilogResult:
     """Parse arguments, capture within the budget, never raise. The worker may still be
     running when this returns with ``timed_out`` (it is a daemon thread)."""
-    started = time.monotonic()
+    started = process_started() if environ is None else time.monotonic()
     result = EpilogResult()
     env = dict(os.environ if environ is None else environ)
     try:
@@ -648,6 +703,8 @@ def run_epilog(argv: list[str] | None = None, environ: dict[str, str] | None = N
     worker = threading.Thread(target=work, name="hpcmem-epilog", daemon=True)
     worker.start()
     worker.join(max(0.0, deadline - time.monotonic()))
+    if worker.is_alive() and result.stage == "writing the event":
+        worker.join(WRITE_GRACE_S)
     if worker.is_alive():
         result.timed_out = True
         result.problems.append(f"gave up after the {settings.budget_s:g} s budget while {result.stage}")

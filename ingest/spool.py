@@ -3,7 +3,8 @@
 Layout (one subtree per job user, so a user can drain their own events and nobody
 else's)::
 
-    SPOOL/USER/tmp/         events being written (a crash leaves only a temp file here)
+    SPOOL/USER/tmp/         events being written (a writer killed after its fsync leaves a
+                            complete event here: the next drain recovers it into new/)
     SPOOL/USER/new/         complete events, pending: CLUSTER.JOBID.HOOK.json
     SPOOL/USER/done/        events a drain has ingested (kept as an audit trail)
     SPOOL/USER/quarantine/  malformed events, each beside NAME.reason
@@ -53,7 +54,9 @@ SUBDIRS = ("tmp", "new", "done", "quarantine", "ctx")
 LOCK_NAME = ".drain.lock"
 LEDGER_PREFIX = "spool:"
 MAX_EVENT_BYTES = 256 << 10  # an event holds at most a 4 KiB excerpt; anything huge is not ours
-STALE_TEMP_S = 3600.0  # a temp file this old belongs to a writer that died
+# A temp file this old belongs to a writer that died (an epilog's budget is seconds): a
+# complete event in it is recovered into new/, anything else is quarantined. Never deleted.
+ORPHAN_TEMP_S = 30.0
 STALE_CONTEXT_S = 14 * 86400.0  # TaskEpilog context whose job end never came (longer than any job)
 MAX_ISSUES = 50
 
@@ -401,7 +404,8 @@ class DrainSummary:
     signatures_new: int = 0
     redactions: int = 0
     retries: int = 0  # store writes retried because another writer held the lock
-    stale_removed: int = 0  # temp/context files of writers that died
+    stale_removed: int = 0  # context files no job end picked up
+    recovered: int = 0  # complete events a killed writer left in tmp/
     users: int = 0
     issues: list[dict[str, str]] = field(default_factory=list)
     seconds: float = 0.0
@@ -456,6 +460,7 @@ def drain_spool(store, spool_dirs: list[str] | str, *, users: list[str] | None =
     opened = False
     for spool_dir in dirs:
         for user in (users if users is not None else _user_dirs(spool_dir)):
+            _recover_temp(os.path.join(spool_dir, user), summary)
             if not has_pending(spool_dir, user):
                 _tidy(os.path.join(spool_dir, user), summary)
                 continue
@@ -718,7 +723,7 @@ class _LedgeredStore:
                         pass
 
 
-def _quarantine(user_path: str, name: str, reason: str, summary: DrainSummary) -> None:
+def _quarantine(user_path: str, name: str, reason: str, summary: DrainSummary, *, source: str = "new") -> None:
     """Move a malformed event aside; its reason goes next to it (written first, so a
     drain killed in between only quarantines it again)."""
     qdir = os.path.join(user_path, "quarantine")
@@ -731,12 +736,12 @@ def _quarantine(user_path: str, name: str, reason: str, summary: DrainSummary) -
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, reason_path)
-        os.replace(os.path.join(user_path, "new", name), os.path.join(qdir, name))
+        os.replace(os.path.join(user_path, source, name), os.path.join(qdir, name))
         _fsync_dir(qdir)
     except FileNotFoundError:
         return
     except OSError as exc:
-        summary.issue(os.path.join(user_path, "new", name), f"malformed ({reason}) and cannot be quarantined: "
+        summary.issue(os.path.join(user_path, source, name), f"malformed ({reason}) and cannot be quarantined: "
                                                              f"{exc.strerror}")
         return
     summary.quarantined += 1
@@ -757,18 +762,66 @@ def _fsync_dir(path: str) -> None:
 
 
 def _tidy(user_path: str, summary: DrainSummary) -> None:
-    """Remove temp files of writers that died and context no job end ever picked up."""
+    """Remove TaskEpilog context that no job end ever picked up."""
     now = time.time()
-    for sub, age in (("tmp", STALE_TEMP_S), ("ctx", STALE_CONTEXT_S)):
+    try:
+        entries = list(os.scandir(os.path.join(user_path, "ctx")))
+    except OSError:
+        return
+    for entry in entries:
         try:
-            entries = list(os.scandir(os.path.join(user_path, sub)))
+            if now - entry.stat(follow_symlinks=False).st_mtime > STALE_CONTEXT_S:
+                os.unlink(entry.path)
+                summary.stale_removed += 1
+        except OSError as exc:
+            if exc.errno not in (errno.ENOENT, errno.EACCES, errno.EPERM):
+                raise
+
+
+def _recover_temp(user_path: str, summary: DrainSummary) -> None:
+    """Events a killed writer left in tmp/: a complete one goes on to new/ (or, when a newer
+    version of it already arrived, to quarantine/), a partial one to quarantine/."""
+    tmp_dir = os.path.join(user_path, "tmp")
+    try:
+        entries = [e for e in os.scandir(tmp_dir) if e.is_file(follow_symlinks=False)]
+    except OSError:
+        return
+    now = time.time()
+    for entry in entries:
+        try:
+            if now - entry.stat(follow_symlinks=False).st_mtime <= ORPHAN_TEMP_S:
+                continue  # its writer may still be at work
+            with open(entry.path, "rb") as fh:
+                data = fh.read(MAX_EVENT_BYTES + 1)
         except OSError:
             continue
-        for entry in entries:
-            try:
-                if now - entry.stat(follow_symlinks=False).st_mtime > age:
-                    os.unlink(entry.path)
-                    summary.stale_removed += 1
-            except OSError as exc:
-                if exc.errno not in (errno.ENOENT, errno.EACCES, errno.EPERM):
-                    raise
+        target = _event_name_of_temp(entry.name)
+        try:
+            if len(data) > MAX_EVENT_BYTES:
+                raise SpoolError("larger than any event")
+            validate_event(json.loads(data))
+        except (ValueError, SpoolError) as exc:
+            _quarantine(user_path, entry.name, f"left in tmp/ by a writer that died, incomplete ({exc})", summary,
+                        source="tmp")
+            continue
+        if target is None or any(os.path.exists(os.path.join(user_path, d, target)) for d in ("new", "done")):
+            _quarantine(user_path, entry.name, "left in tmp/ by a writer that died; a later version of this "
+                                               "event was spooled", summary, source="tmp")
+            continue
+        try:
+            os.rename(entry.path, os.path.join(user_path, "new", target))
+        except OSError as exc:
+            summary.issue(entry.path, f"complete event left by a writer that died, cannot be recovered: "
+                                      f"{exc.strerror}")
+            continue
+        _fsync_dir(os.path.join(user_path, "new"))
+        summary.recovered += 1
+
+
+def _event_name_of_temp(name: str) -> str | None:
+    """``.hpcmem.4.epilog_slurmd.json.<pid>.<hex>`` (write_atomic's temp name) -> the event's name."""
+    parts = name.split(".")
+    if not name.startswith(".") or len(parts) < 4 or not parts[-2].isdigit():
+        return None
+    target = ".".join(parts[1:-2])
+    return target if target.endswith(".json") else None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -121,3 +122,24 @@ def test_debug_flag_shows_the_traceback():
 def test_usage_errors_exit_2():
     result = run_hpcmem("db", "frobnicate")
     assert result.returncode == 2
+
+
+def test_debug_is_accepted_anywhere_before_a_double_dash():
+    plain = run_hpcmem("recall", "--job", "nosuch")
+    assert plain.returncode == 2 and "Traceback" not in plain.stderr
+    for args in (("--debug", "recall", "--job", "nosuch"), ("recall", "--debug", "--job", "nosuch"),
+                 ("recall", "--job", "nosuch", "--debug")):
+        result = run_hpcmem(*args)
+        assert result.returncode == 2, (args, result.stderr)
+        assert "Traceback" in result.stderr and "no stored failure for job nosuch" in result.stderr, args
+
+
+def test_console_script_epilog_imports_no_cli_framework(tmp_path):
+    """`hpcmem epilog` goes straight to the epilog's standard-library entry point."""
+    code = ("import runpy, sys; sys.argv = ['hpcmem', 'epilog', '--dry-run']\n"
+            "try:\n    runpy.run_path(sys.executable.rsplit('/', 1)[0] + '/hpcmem', run_name='__main__')\n"
+            "except SystemExit:\n    pass\n"
+            "print(sorted(m for m in ('typer', 'pydantic', 'rich', 'sqlalchemy') if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                            env={**os.environ, "SLURM_SCRIPT_CONTEXT": "epilog_slurmd"})
+    assert result.stdout.strip().splitlines()[-1] == "[]", result.stdout + result.stderr

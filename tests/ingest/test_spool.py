@@ -210,16 +210,27 @@ def test_nothing_pending_check_imports_nothing(tmp_path):
     assert (ingested, loaded) == ("0", "False") and float(seconds) < 0.005
 
 
-def test_stale_temp_files_of_dead_writers_are_removed(store_factory, tmp_path):
+def test_temp_files_of_dead_writers_are_recovered_or_quarantined_never_deleted(store_factory, tmp_path):
     store = store_factory()
     spool = tmp_path / "spool"
     spool_job(spool, "3")
-    dead = spool / "alice" / "tmp" / ".hpcmem.5.epilog_slurmd.json.999.dead"
-    dead.write_text('{"half": ')
-    fresh = spool / "alice" / "tmp" / ".hpcmem.6.epilog_slurmd.json.998.live"
+    tmp = spool / "alice" / "tmp"
+    # an epilog killed after its fsync, before its rename: a whole event, only in tmp/
+    whole = spool_job(spool, "4")
+    orphan = tmp / f".{whole.name}.4242.deadbeef"
+    whole.rename(orphan)
+    partial = tmp / ".hpcmem.5.epilog_slurmd.json.999.dead"
+    partial.write_text('{"half": ')
+    fresh = tmp / ".hpcmem.6.epilog_slurmd.json.998.live"
     fresh.write_text('{"being": ')
-    old = time.time() - 7200
-    os.utime(dead, (old, old))
+    old = time.time() - 120
+    for path in (orphan, partial):
+        os.utime(path, (old, old))
     summary = drain_spool(store, str(spool))
-    assert (summary.ingested, summary.stale_removed, summary.quarantined) == (1, 1, 0)
-    assert not dead.exists() and fresh.exists()  # a writer that may still be alive is left alone
+    assert (summary.ingested, summary.recovered, summary.quarantined) == (2, 1, 1)
+    assert set(occurrences(store)) == {"3", "4"}  # the orphaned OOM event was not lost
+    assert (spool / "alice" / "done" / whole.name).exists()
+    quarantined = spool / "alice" / "quarantine" / partial.name
+    assert quarantined.exists() and "writer that died" in (quarantined.parent / (partial.name + ".reason")).read_text()
+    assert fresh.exists()  # a writer that may still be alive is left alone
+    assert drain_spool(store, str(spool)).ingested == 0
