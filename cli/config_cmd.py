@@ -18,7 +18,7 @@ def config_show(json_: bool = typer.Option(False, "--json", help="Machine-readab
     rows = [(key, redact_url(v) if key.endswith(".url") else v, origin) for key, v, origin in STATE.config.flat()]
     if json_:
         emit_json({"values": STATE.config.values | {}, "settings": [
-            {"key": k, "value": v, "origin": o} for k, v, o in rows]})
+            {"key": k, "value": v, "origin": o} for k, v, o in rows], "warnings": STATE.config.warnings})
         return
     from rich.table import Table
 
@@ -26,3 +26,5 @@ def config_show(json_: bool = typer.Option(False, "--json", help="Machine-readab
     for key, value, origin in rows:
         table.add_row(key, str(value), origin)
     stdout.print(table)
+    for warning in STATE.config.warnings:
+        stdout.print(f"Warning: {warning}")

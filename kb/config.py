@@ -28,6 +28,9 @@ from typing import Any
 from hpcmem.kb.errors import ConfigError
 
 SITE_CONFIG = "/etc/hpcmem/config.toml"
+# Where Slurm's own configuration is looked for when SLURM_CONF does not say (Debian's
+# packages use /etc/slurm; older ones /etc/slurm-llnl).
+SLURM_CONF_PLACES = ("/etc/slurm/slurm.conf", "/etc/slurm-llnl/slurm.conf")
 
 # Known keys and their types; anything else in a file is a typo worth reporting.
 SCHEMA: dict[str, Any] = {
@@ -86,9 +89,11 @@ class Dirs:
         )
 
 
-def builtin_defaults(dirs: Dirs) -> dict[str, Any]:
+def builtin_defaults(dirs: Dirs, environ: dict[str, str] | None = None) -> dict[str, Any]:
+    env = os.environ if environ is None else environ
     return {
-        "cluster": {"name": os.environ.get("SLURM_CLUSTER_NAME", "local")},
+        # inside a job Slurm names the cluster; elsewhere slurm.conf may (load_config)
+        "cluster": {"name": env.get("SLURM_CLUSTER_NAME") or "local"},
         "stores": {"user": {"url": f"sqlite:///{dirs.data / 'user.db'}"}, "labs": {}},
         "model": {"path": "", "name": "all-MiniLM-L6-v2", "onnx_dir": "", "encoder": "auto"},
         "index": {"dir": str(dirs.cache / "index"), "flat_max": 20_000},
@@ -167,6 +172,26 @@ def env_layer(environ: dict[str, str]) -> dict[str, Any]:
     return tree
 
 
+def slurm_cluster_name(environ: dict[str, str], *, local_files: bool = True) -> tuple[str, str] | None:
+    """(ClusterName, file) from Slurm's configuration, or None.
+
+    The file is ``SLURM_CONF`` when set, else the standard places (only with
+    ``local_files``: tests switch local configuration off). Keys are case-insensitive in
+    slurm.conf; ``Include`` lines are not followed (ClusterName lives in the main file).
+    """
+    paths = [environ["SLURM_CONF"]] if environ.get("SLURM_CONF") else (list(SLURM_CONF_PLACES) if local_files else [])
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                for line in fh:
+                    key, sep, value = line.split("#", 1)[0].strip().partition("=")
+                    if sep and key.strip().lower() == "clustername" and value.strip():
+                        return value.strip().split()[0], path
+        except OSError:
+            continue
+    return None
+
+
 @dataclass
 class Config:
     """The effective configuration plus where each leaf value came from."""
@@ -174,6 +199,7 @@ class Config:
     values: dict[str, Any]
     origins: dict[str, str] = field(default_factory=dict)
     dirs: Dirs | None = None
+    warnings: list[str] = field(default_factory=list)  # e.g. a cluster name Slurm disagrees with
 
     def get(self, dotted: str, default: Any = None) -> Any:
         node: Any = self.values
@@ -216,7 +242,7 @@ def load_config(
     """Build the effective configuration from every scope."""
     env = dict(os.environ if environ is None else environ)
     dirs = Dirs.from_env(env)
-    layers: list[tuple[str, dict[str, Any]]] = [("builtin", builtin_defaults(dirs))]
+    layers: list[tuple[str, dict[str, Any]]] = [("builtin", builtin_defaults(dirs, env))]
 
     if env.get("HPCMEM_DISABLE_LOCAL_CONFIG") not in ("1", "true", "yes"):
         site = Path(env.get("HPCMEM_SITE_CONFIG", SITE_CONFIG))
@@ -240,4 +266,23 @@ def load_config(
     for origin, tree in layers:
         values = merge(values, tree)
         _record_origins(tree, origin, origins)
-    return Config(values=values, origins=origins, dirs=dirs)
+    config = Config(values=values, origins=origins, dirs=dirs)
+    _cluster_name_from_slurm(config, env)
+    return config
+
+
+def _cluster_name_from_slurm(config: Config, env: dict[str, str]) -> None:
+    """Lessons, events and sacct data are keyed by Slurm's ClusterName: use it when nothing
+    else names the cluster, and say so when a configured name disagrees with it."""
+    local = env.get("HPCMEM_DISABLE_LOCAL_CONFIG") not in ("1", "true", "yes")
+    found = slurm_cluster_name(env, local_files=local)
+    if found is None:
+        return
+    name, path = found
+    origin = config.origins.get("cluster.name", "builtin")
+    if origin == "builtin" and not env.get("SLURM_CLUSTER_NAME"):
+        config.values["cluster"]["name"] = name
+        config.origins["cluster.name"] = f"slurm:{path}"
+    elif config.get("cluster.name") != name:
+        config.warnings.append(f"cluster.name is '{config.get('cluster.name')}' ({origin}) but Slurm's "
+                               f"ClusterName is '{name}' ({path}): lessons and job records will not line up")

@@ -128,7 +128,7 @@ class Recaller:
         self._vector_memo: dict[tuple[str, str], Any] = {}
         self.readers: list[StoreReader] = []
         self.store_status: list[dict[str, Any]] = []
-        self.warnings: list[str] = []
+        self.warnings: list[str] = list(getattr(config, "warnings", []))
         self._open_readers()
 
     # -- stores ---------------------------------------------------------------------

@@ -97,3 +97,40 @@ def test_missing_explicit_config_file(monkeypatch, tmp_path: Path):
     monkeypatch.setenv("HPCMEM_CONFIG", str(tmp_path / "nope.toml"))
     with pytest.raises(ConfigError, match="does not exist"):
         load_config()
+
+
+def test_cluster_name_comes_from_slurm_conf_when_not_configured(tmp_path):
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("# Slurm 22.05\nSlurmctldHost=localhost\nclustername=della  # the site's name\nNodeName=x\n")
+    base = {"HPCMEM_HOME": str(tmp_path / "h"), "HPCMEM_DISABLE_LOCAL_CONFIG": "1", "SLURM_CONF": str(conf)}
+    config = load_config(environ=base)
+    assert config.get("cluster.name") == "della"
+    assert config.origins["cluster.name"] == f"slurm:{conf}" and config.warnings == []
+
+    configured = load_config(environ={**base, "HPCMEM_CLUSTER": "tiger"})
+    assert configured.get("cluster.name") == "tiger"
+    assert configured.warnings == [f"cluster.name is 'tiger' (env) but Slurm's ClusterName is 'della' ({conf}): "
+                                   "lessons and job records will not line up"]
+    assert load_config(environ={**base, "SLURM_CLUSTER_NAME": "della"}).warnings == []  # inside a job
+
+    without = load_config(environ={**base, "SLURM_CONF": str(tmp_path / "missing.conf")})
+    assert without.get("cluster.name") == "local" and without.warnings == []
+
+
+def test_recall_reports_a_cluster_name_slurm_disagrees_with(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("ClusterName=della\n")
+    env = {**os.environ, "HPCMEM_HOME": str(tmp_path / "h"), "HPCMEM_DISABLE_LOCAL_CONFIG": "1",
+           "SLURM_CONF": str(conf), "HPCMEM_CLUSTER": "tiger"}
+    hpcmem = str(Path(sys.executable).with_name("hpcmem"))
+    result = subprocess.run([hpcmem, "recall", "--json", "--no-model", "some error"], env=env, capture_output=True,
+                            text=True)
+    doc = json.loads(result.stdout)
+    assert doc["query"]["cluster"] == "tiger"
+    assert any("Slurm's ClusterName is 'della'" in w for w in doc["warnings"])
