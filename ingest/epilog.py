@@ -534,6 +534,7 @@ def build_event(env: dict[str, str], job: dict[str, str], outcome: Outcome, hook
         "log_path": None,
         "log_excerpt": None,
         "log_kinds": [],
+        "missing_output_dir": None,
         "modules": _modules_from_env(env) or None,
         "notes": [],
     }
@@ -600,9 +601,12 @@ def _capture(env: dict[str, str], settings: Settings, result: EpilogResult, dead
             return
     else:
         result.stage = "reading the job's log"
-        found = capture_log(_log_paths(env, job), event["uid"], notes) if time.monotonic() < deadline else None
+        paths = _log_paths(env, job)
+        found = capture_log(paths, event["uid"], notes) if time.monotonic() < deadline else None
         if found:
             event.update(found)
+        else:
+            event["missing_output_dir"] = _missing_output_dir(paths)
     if settings.dry_run:
         event["notes"] = notes[:MAX_NOTES]
         result.skipped = "dry run"
@@ -610,6 +614,16 @@ def _capture(env: dict[str, str], settings: Settings, result: EpilogResult, dead
     if early_path is not None and deadline - time.monotonic() < FINAL_WRITE_MARGIN_S:
         return  # too little time to replace it safely: the early event stands
     _write(settings, event, owner, result, notes)
+
+
+def _missing_output_dir(paths: list[str]) -> str | None:
+    """The directory of a log path that does not exist: Slurm does not create it, and the
+    job then fails to launch (JobLaunchFailure) without any log."""
+    for path in paths:
+        directory = os.path.dirname(path)
+        if directory and os.path.isabs(directory) and not os.path.isdir(directory):
+            return directory
+    return None
 
 
 def _task_context(settings: Settings, event: dict[str, Any], owner: Any, result: EpilogResult) -> list[str]:

@@ -32,8 +32,15 @@ def _node(job: SacctJob) -> str:
     return nodes if nodes and nodes != "None assigned" else "unknown"
 
 
-def failure_message(job: SacctJob) -> str:
-    """The line Slurm would print for this job's failure."""
+def failure_message(job: SacctJob, *, from_sacct: bool = False) -> str:
+    """The line Slurm would print for this job's failure.
+
+    ``from_sacct``: the exit code is sacct's, where Slurm 22.05 shows a batch script's exit
+    status 139 (128+SIGSEGV) as ``11:0`` (seen on the project's harness: slurmctld logs
+    WEXITSTATUS 139, sacct prints 11:0); such a job is read as a segfault. A program that
+    really called exit(11) is misread the same way; the epilog's event, which carries the
+    raw status, tells the two apart.
+    """
     state = job.failure_state or job.state
     step = job.failed_step or "batch"
     if state == "OUT_OF_MEMORY":
@@ -57,15 +64,66 @@ def failure_message(job: SacctJob) -> str:
     # FAILED, or COMPLETED with a failed step.
     sig = job.exit_signal or 0
     code = job.exit_code or 0
+    if launch_failed(job.reason, sig):
+        return launch_failure_message(job.job_id, getattr(job, "missing_output_dir", None))
+    if from_sacct and not sig and code == SACCT_SEGFAULT_EXIT_CODE:
+        return signal_message(signal.SIGSEGV)
     if job.state == "COMPLETED" or (not code and not sig and (job.derived_exit_code or job.derived_exit_signal)):
         code, sig = job.derived_exit_code or code, job.derived_exit_signal or sig
-        if job.failed_step and job.failed_step not in ("batch", "extern"):
+        if job.failed_step and job.failed_step not in ("batch", "extern") and not signal_of_exit_code(code):
             return f"srun: error: {_node(job)}: task 0: Exited with exit code {code}"
     if sig:
-        try:
-            name = signal.Signals(sig).name
-        except ValueError:
-            return f"Job FAILED: terminated by signal {sig}"
-        return f"{_SIGNAL_TEXT.get(signal.Signals(sig), 'Job FAILED')}: terminated by signal {sig} ({name})"
+        return signal_message(sig)
+    if signal_of_exit_code(code):
+        return signal_message(signal_of_exit_code(code))
     # The step is left out: "batch" vs "0" would split one failure class in two.
     return f"Job FAILED: exited with exit code {code}"
+
+
+def signal_of_exit_code(code: int | None) -> int:
+    """N for an exit status 128+N that a shell reports for a child killed by signal N
+    (139: SIGSEGV), else 0. Only the classic signals count: 128+53 is just an exit status."""
+    if code is None or not 128 < code < 128 + 32:
+        return 0
+    try:
+        return int(signal.Signals(code - 128))
+    except ValueError:
+        return 0
+
+
+def signal_message(sig: int) -> str:
+    """The shell's line for a process killed by ``sig`` (the name decides the fix). A signal
+    read from a 128+N exit status gives the same line: one failure, one signature."""
+    try:
+        name = signal.Signals(sig).name
+    except ValueError:
+        return f"Job FAILED: terminated by signal {sig}"
+    return f"{_SIGNAL_TEXT.get(signal.Signals(sig), 'Job FAILED')}: terminated by signal {sig} ({name})"
+
+
+# Slurm's reason for a batch job that never started: slurmstepd could not set it up.
+LAUNCH_FAILURE_REASON = "JobLaunchFailure"
+# What sacct shows for it without a reason (Slurm 22.05: FAILED 0:53, batch step CANCELLED
+# 0:53, slurmctld logs "WTERMSIG 53"). 53 is no signal a job receives.
+LAUNCH_FAILURE_SIGNAL = 53
+SACCT_SEGFAULT_EXIT_CODE = 11
+
+
+def launch_failed(reason: str | None, sig: int) -> bool:
+    """A JobLaunchFailure with no real signal behind it (Slurm reports such jobs as
+    ``FAILED 0:53`` or similar; a job killed by SIGKILL during launch keeps its signal)."""
+    if sig == LAUNCH_FAILURE_SIGNAL and (not reason or reason == "None" or LAUNCH_FAILURE_REASON in reason):
+        return True
+    if not reason or LAUNCH_FAILURE_REASON not in reason:
+        return False
+    try:
+        signal.Signals(sig)
+    except ValueError:
+        return True
+    return sig == 0
+
+
+def launch_failure_message(job_id: str, missing_dir: str | None = None) -> str:
+    """The line hpcmem files a launch failure under (Slurm itself prints nothing the user sees)."""
+    why = f": output directory {missing_dir} does not exist" if missing_dir else ""
+    return f"Job {job_id} failed to launch (JobLaunchFailure){why}"

@@ -101,7 +101,7 @@ def failure_row(job: SacctJob, cluster: str) -> dict[str, Any]:
         "nodes": job.nodelist,
         "work_dir": job.workdir,
         "submit_line": job.submit_line,
-        "message": failure_message(job),
+        "message": failure_message(job, from_sacct=True),
         "source": "sacct",
         "submit_time": job.submit,
         "start_time": job.start,

@@ -501,6 +501,25 @@ def illegal_instruction(f: Facts) -> list[dict[str, Any]]:
                   "feature via --constraint (`sinfo -o '%N %f'` lists node features).")]
 
 
+def job_launch_failure(f: Facts) -> list[dict[str, Any]]:
+    raw = " ".join(str(f.get(k) or "") for k in ("message", "log_excerpt"))
+    found = re.search(r"output directory (\S+) does not exist", raw)
+    if found:
+        directory = found.group(1)
+        return [_item("job_launch_failure.output_directory",
+                      f"The job never started: its output directory {directory} does not exist, and Slurm does "
+                      "not create it (the job ends FAILED with reason JobLaunchFailure and no log).",
+                      f"Create it before submitting (`mkdir -p {directory}`), or point `#SBATCH -o`/`-e` at a "
+                      "directory that exists.",
+                      [{"type": "command", "command": f"mkdir -p {directory}"}], confidence=DATA_CONFIDENCE)]
+    return [_item("job_launch_failure.check_paths",
+                  "The job never started: Slurm could not launch the batch script (reason JobLaunchFailure). "
+                  "The usual cause is an `#SBATCH -o`/`-e` path whose directory does not exist or is not "
+                  "writable; a missing working directory (`-D`) does the same.",
+                  "Check that the directories of the -o/-e paths and the working directory exist and are "
+                  "writable (`scontrol show job ID` lists StdOut, StdErr and WorkDir), then resubmit.")]
+
+
 # --------------------------------------------------------------------------- partitions
 
 
@@ -586,6 +605,7 @@ ADVICE: dict[str, Callable[[Facts], list[dict[str, Any]]]] = {
     "node_failure": node_failure,
     "boot_failure": node_failure,
     "preempted": preempted,
+    "job_launch_failure": job_launch_failure,
 }
 
 

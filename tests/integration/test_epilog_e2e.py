@@ -9,9 +9,10 @@ node, as SlurmUser with the system Python on the controller. slurm.conf is untou
 (Slurm executes the script file anew for every job); the original is put back afterwards.
 
 Jobs (as the unprivileged lab user): a Python traceback (exit 3), a memory limit, a
-time limit (forced with `scontrol update TimeLimit=0`), a failing srun step, an invalid
-partition (rejected at submission: no job, no epilog), and the memory-limit job
-resubmitted with more memory, which succeeds.
+time limit (forced with `scontrol update TimeLimit=0`), a failing srun step, an --output
+directory that does not exist (the job fails to launch), a segfault (the script exits
+139), an invalid partition (rejected at submission: no job, no epilog), and the
+memory-limit job resubmitted with more memory, which succeeds.
 """
 
 from __future__ import annotations
@@ -127,7 +128,7 @@ def run(slurm_lab: SlurmLab, job_scripts: Path, tmp_path_factory) -> Run:
         ids = {"sleeper": lab.submit(job_scripts / "sleep.sh")}
         lab.wait_running(ids["sleeper"])
         lab.force_timeout(ids["sleeper"])  # ~30 s until slurmctld's next time-limit check
-        for name in ("fail", "oom", "stepfail"):
+        for name in ("fail", "oom", "stepfail", "nodir", "segv"):
             ids[name] = lab.submit(job_scripts / f"{name}.sh")
         with pytest.raises(SubmissionRejected) as rejected:
             lab.submit(job_scripts / "fail.sh", args=["--partition=nosuch"])
@@ -157,7 +158,7 @@ def _events(spool: Path) -> dict[str, dict]:
 
 def test_both_epilogs_spooled_every_failure_and_nothing_else(run):
     ids = {name: str(job_id) for name, job_id in run.ids.items()}
-    failed = {ids[n] for n in ("sleeper", "fail", "oom", "stepfail")}
+    failed = {ids[n] for n in ("sleeper", "fail", "oom", "stepfail", "nodir", "segv")}
     node, ctld = _events(run.node_spool), _events(run.ctld_spool)
     assert set(node) == {f"hpcmem.{j}.epilog_slurmd.json" for j in failed}
     assert set(ctld) == {f"hpcmem.{j}.epilog_slurmctld.json" for j in failed}  # scontrol answered it too
@@ -174,9 +175,14 @@ def test_both_epilogs_spooled_every_failure_and_nothing_else(run):
     assert by_job[ids["sleeper"]]["reason"] == "TimeLimit"
     assert (by_job[ids["stepfail"]]["state"], by_job[ids["stepfail"]]["derived_exit_code"]) == ("COMPLETED", 3)
     assert all(e["notes"] == [] for e in [*node.values(), *ctld.values()]), [e["notes"] for e in node.values()]
-    assert run.spool_summary["ingested"] == 8 and run.spool_summary["quarantined"] == 0
+    assert run.spool_summary["ingested"] == 12 and run.spool_summary["quarantined"] == 0
     # the two spools are drained one after the other: the second one's events merge into the first's
-    assert (run.spool_summary["occurrences_new"], run.spool_summary["occurrences_updated"]) == (4, 4)
+    assert (run.spool_summary["occurrences_new"], run.spool_summary["occurrences_updated"]) == (6, 6)
+    # the launch failure has no log; the node saw why
+    launch = by_job[ids["nodir"]]
+    assert (launch["reason"], launch["exit_signal"], launch["log_excerpt"]) == ("JobLaunchFailure", 53, None)
+    assert launch["missing_output_dir"].endswith("/no-such-dir")
+    assert (by_job[ids["segv"]]["exit_code"], by_job[ids["segv"]]["exit_signal"]) == (139, 0)
     assert run.spool_summary["deferred"] == 0 and run.spool_summary["users"] == 2
 
 
@@ -190,7 +196,7 @@ def test_states_signatures_and_categories_after_spool_and_sacct(run):
     rows = {job: (state, step, source, cat, excerpt) for job, state, step, source, cat, excerpt in run.db(
         "SELECT o.job_id, o.state, o.failed_step, o.source, s.category, o.log_excerpt "
         "FROM occurrences o JOIN signatures s ON s.id = o.signature_id")}
-    assert set(rows) == {ids[n] for n in ("sleeper", "fail", "oom", "stepfail")}
+    assert set(rows) == {ids[n] for n in ("sleeper", "fail", "oom", "stepfail", "nodir", "segv")}
     assert all(r[2] == "epilog" for r in rows.values())  # first seen by the epilog; sacct merged in
     assert rows[ids["fail"]][:1] + rows[ids["fail"]][3:4] == ("FAILED", "python_exception")
     assert rows[ids["sleeper"]][0] == "TIMEOUT" and rows[ids["sleeper"]][3] == "time_limit"
@@ -201,6 +207,9 @@ def test_states_signatures_and_categories_after_spool_and_sacct(run):
     assert rows[ids["oom"]][3] == "host_oom"
     # the failed step is known from sacct only; the signature stays the log's traceback
     assert rows[ids["stepfail"]][:2] == ("FAILED", "0") and rows[ids["stepfail"]][3] == "python_exception"
+    assert rows[ids["nodir"]][0] == "FAILED" and rows[ids["nodir"]][3] == "job_launch_failure"
+    assert "no-such-dir does not exist" in rows[ids["nodir"]][4]  # kept through the sacct merge
+    assert rows[ids["segv"]][3] == "segfault"
     counts = run.db("SELECT count(*) FROM signatures s WHERE s.count != "
                     "(SELECT count(*) FROM occurrences o WHERE o.signature_id = s.id)")
     assert counts == [(0,)]
@@ -224,3 +233,23 @@ def test_resubmission_with_more_memory_is_learned_and_recalled(run):
     top = stored[0]
     assert top["trust"] == "inferred" and "400M" in json.dumps(top["actions"]), top
     assert result["query"]["category"] == "host_oom" and result["query"]["job_id"] == ids["oom"]
+
+
+def test_launch_failure_is_recalled_with_concrete_advice(run):
+    job = str(run.ids["nodir"])
+    doc = json.loads(run.hpcmem("recall", "--json", "--job", job, expect=1).stdout)
+    assert doc["query"]["category"] == "job_launch_failure"
+    advice = doc["advice"][0]
+    assert "no-such-dir" in advice["cause"] and "mkdir -p " in advice["fix"]
+
+
+def test_sacct_alone_knows_the_launch_failure_and_the_segfault(run, tmp_path):
+    """A store that only ever saw sacct: 0:53 is a launch failure, 11:0 (the script's 139) a segfault."""
+    import dataclasses
+
+    other = dataclasses.replace(run, home=tmp_path)
+    tmp_path.chmod(0o700)
+    other.hpcmem("ingest", "sacct", "--live", "--all-users", "--since", run.lab.since, "--json")
+    rows = dict(other.db("SELECT o.job_id, s.category FROM occurrences o JOIN signatures s ON s.id = o.signature_id"))
+    assert rows[str(run.ids["nodir"])] == "job_launch_failure"
+    assert rows[str(run.ids["segv"])] == "segfault"
