@@ -11,6 +11,7 @@ from hpcmem.cli._output import emit_json, stdout
 from hpcmem.cli._state import STATE
 
 EXIT_DEFERRED = 1  # some events stay pending (store locked, budget spent): run it again
+EXIT_BUSY = 3  # another drain held some user's spool: its events are left to that drain
 
 
 def ingest_spool(
@@ -24,8 +25,10 @@ def ingest_spool(
 ) -> None:
     """Drain the epilog spool into a store: new events are ingested, malformed ones quarantined.
 
-    Exit 0: everything pending was handled; 1: some events stay pending (see "deferred").
-    Safe to run from cron or a systemd timer while epilogs keep writing.
+    Exit 0: everything pending was handled; 1: some events stay pending (see "deferred");
+    2: the spool cannot be read (one line says which directory and why); 3: another drain
+    held some user's spool ("busy"), so its events were left to that drain. Safe to run
+    from cron or a systemd timer while epilogs keep writing.
     """
     from hpcmem.ingest.spool import drain_spool
 
@@ -44,6 +47,9 @@ def ingest_spool(
     if summary.deferred:
         sys.stderr.write(f"Warning: {summary.deferred} event(s) left pending; run `hpcmem ingest spool` again\n")
         raise typer.Exit(EXIT_DEFERRED)
+    if summary.busy:
+        sys.stderr.write(f"Warning: {summary.busy} user spool(s) held by another drain; their events are left to it\n")
+        raise typer.Exit(EXIT_BUSY)
 
 
 def _print(data: dict) -> None:

@@ -52,6 +52,7 @@ HOOKS = ("epilog_slurmd", "epilog_slurmctld", "epilog_task")
 HOOK_PRIORITY = {"epilog_slurmd": 0, "epilog_slurmctld": 1, "epilog_task": 2}
 SUBDIRS = ("tmp", "new", "done", "quarantine", "ctx")
 LOCK_NAME = ".drain.lock"
+LOCK_MODE = 0o644  # flock needs a descriptor, not write access: everyone who may drain can open it
 LEDGER_PREFIX = "spool:"
 MAX_EVENT_BYTES = 256 << 10  # an event holds at most a 4 KiB excerpt; anything huge is not ours
 # A temp file this old belongs to a writer that died (an epilog's budget is seconds): a
@@ -160,6 +161,20 @@ class UserDir:
         self.fds.clear()
 
 
+def _make_spool_root(spool_dir: str, owner: Ownership, as_root: bool) -> None:
+    """The layout docs/site-epilog.md sets up: root-owned; with an ingest group, group
+    ``root:GROUP 0751`` so that group can list the user directories (others may only pass
+    through to their own); without one, 0711."""
+    os.makedirs(spool_dir, mode=0o700, exist_ok=True)
+    if not as_root:
+        return
+    if owner.group_readable and owner.gid is not None:
+        os.chown(spool_dir, 0, owner.gid)
+        os.chmod(spool_dir, 0o751)
+    else:
+        os.chmod(spool_dir, 0o711)
+
+
 def open_user_dir(spool_dir: str, user: str, owner: Ownership, *, create: bool = True,
                   subdirs: tuple[str, ...] = SUBDIRS) -> UserDir:
     """Descriptors of SPOOL/USER and the wanted subdirectories, created as needed.
@@ -170,7 +185,7 @@ def open_user_dir(spool_dir: str, user: str, owner: Ownership, *, create: bool =
     as_root = os.geteuid() == 0
     if create and not os.path.isdir(spool_dir):
         try:
-            os.makedirs(spool_dir, mode=0o711 if as_root else 0o700, exist_ok=True)
+            _make_spool_root(spool_dir, owner, as_root)
         except OSError as exc:
             raise SpoolError(f"cannot create spool {spool_dir}: {exc.strerror}") from None
     try:
@@ -424,12 +439,22 @@ class DrainSummary:
 
 
 def has_pending(spool_dir: str, user: str) -> bool:
-    """True when SPOOL/USER/new holds an event: one directory scan, nothing else."""
+    """True when SPOOL/USER/new holds an event: one directory scan, nothing else.
+
+    No spool or no directory for this user: False. A directory this account may not read
+    is a SpoolError: its events would otherwise wait unseen while the drain reports success.
+    """
+    path = os.path.join(spool_dir, user, "new")
     try:
-        with os.scandir(os.path.join(spool_dir, user, "new")) as entries:
+        with os.scandir(path) as entries:
             return any(entry.name.endswith(".json") for entry in entries)
-    except OSError:  # no spool, no directory for this user, or not ours to read
+    except (FileNotFoundError, NotADirectoryError):
         return False
+    except PermissionError:
+        raise SpoolError(f"cannot read {path}: permission denied (the draining account needs to be the user "
+                         "or in the spool's group)") from None
+    except OSError as exc:
+        raise SpoolError(f"cannot read {path}: {exc.strerror}") from None
 
 
 def drain_user_events(store, spool_dir: str, user: str, budget_s: float) -> DrainSummary:
@@ -484,19 +509,28 @@ def drain_spool(store, spool_dirs: list[str] | str, *, users: list[str] | None =
 
 
 def _user_dirs(spool_dir: str) -> list[str]:
+    """The user directories of a spool. A spool that cannot be listed is an error: a drain
+    that silently finds nothing would report success while events wait."""
     try:
         with os.scandir(spool_dir) as entries:
             return sorted(e.name for e in entries if not e.name.startswith(".") and e.is_dir(follow_symlinks=False))
-    except OSError:
-        return []
+    except FileNotFoundError:
+        return []  # no job has failed here yet
+    except PermissionError:
+        raise SpoolError(f"cannot list spool {spool_dir}: permission denied (the draining account needs read "
+                         "and search permission on it)", hint="docs/site-epilog.md gives the spool's group and mode") from None
+    except OSError as exc:
+        raise SpoolError(f"cannot list spool {spool_dir}: {exc.strerror}") from None
 
 
 class _UserLock:
     """flock on SPOOL/USER/.drain.lock: one drain per user directory at a time.
 
-    The lock file is handed to the directory's owner when root creates it, so the user's
-    own drain (at recall) can open it too. A plain flock, not the filelock package:
-    its soft-lock fallback and lock-file removal are not wanted between root and users.
+    flock needs only a descriptor, not write access, so the file is opened read-only and
+    kept readable by all who may enter the directory (0644): whoever created it (root,
+    the ingest account or the user), the directory's owner and the ingest group can all
+    take the lock, and nobody is locked out. A plain flock, not the filelock package: its
+    soft-lock fallback and lock-file removal are not wanted between root and users.
     """
 
     def __init__(self, user_path: str) -> None:
@@ -506,14 +540,14 @@ class _UserLock:
     def acquire(self, timeout: float) -> bool:
         import fcntl
 
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o660)
+        fd = self._open()
         info = os.fstat(fd)
         if os.geteuid() == 0:
             parent = os.stat(os.path.dirname(self.path))
             if (info.st_uid, info.st_gid) != (parent.st_uid, parent.st_gid):
                 os.fchown(fd, parent.st_uid, parent.st_gid)
-        if info.st_uid == os.geteuid() or os.geteuid() == 0:
-            os.fchmod(fd, 0o660)  # the ingest group drains too (the umask took its write bit)
+        if (info.st_uid == os.geteuid() or os.geteuid() == 0) and info.st_mode & 0o777 != LOCK_MODE:
+            os.fchmod(fd, LOCK_MODE)  # also repairs the 0660 files of earlier versions
         end = time.monotonic() + max(0.0, timeout)
         while True:
             try:
@@ -525,6 +559,18 @@ class _UserLock:
                     os.close(fd)
                     return False
                 time.sleep(0.02)
+
+    def _open(self) -> int:
+        flags = os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            return os.open(self.path, flags, LOCK_MODE)
+        except PermissionError:
+            # A lock file an earlier version made 0660 for another account: the owner of
+            # the directory may replace it (the account that made it repairs it to 0644).
+            if os.stat(os.path.dirname(self.path)).st_uid != os.geteuid():
+                raise
+            os.unlink(self.path)
+            return os.open(self.path, flags | os.O_EXCL, LOCK_MODE)
 
     def release(self) -> None:
         if self.fd is not None:

@@ -171,15 +171,8 @@ def test_sacct_22_05_rejects_the_stdout_field(slurm_lab, suite):
 
 
 def test_live_sacct_output_parses_into_the_expected_failures(slurm_lab, suite, monkeypatch):
-    try:
-        from hpcmem.ingest.sacct import (
-            SacctReader,
-            live_fields,
-            live_sacct_command,
-            sacct_version,
-        )
-    except ImportError as exc:  # the reader lands in another change
-        pytest.skip(f"hpcmem.ingest.sacct is not there yet: {exc}")
+    from hpcmem.ingest.sacct import SacctReader, live_fields, live_sacct_command, sacct_version
+
     # `sacct --version` reads slurm.conf too: without it there is no version at all
     monkeypatch.setenv("SLURM_CONF", str(slurm_lab.conf))
     version = sacct_version()

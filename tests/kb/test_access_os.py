@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import shutil
 import sqlite3
 import stat
@@ -306,3 +307,64 @@ def test_mcp_server_has_exactly_its_users_rights(site: Site):
     assert not found.is_error  # bob's own store still answers, with a warning about the lab store
     assert "vision-normal" not in json.dumps(found.structured_content)
     assert any("vision" in w for w in found.structured_content["warnings"])
+
+
+# --------------------------------------------------------------------------- the epilog spool
+
+
+def _spool_event(site: Site, spool: Path, job: str, user: str, group: str) -> None:
+    """The compute node's Epilog, as root, for ``user``'s recorded failed job ``job``."""
+    from hpcmem.ingest.epilog import parse_env_file
+
+    samples = REPO / "data" / "samples" / "epilog"
+    env = parse_env_file((samples / f"{job}.epilog.env").read_text())
+    entry = pwd.getpwnam(user)
+    env.update(SLURM_JOB_UID=str(entry.pw_uid), SLURM_JOB_GID=str(entry.pw_gid), SLURM_JOB_USER=user,
+               PATH="/usr/bin:/bin")
+    done = _run([sys.executable, "-I", "-m", "hpcmem.ingest.epilog", "--spool", str(spool), "--group", group,
+                 "--scontrol-file", str(samples / f"{job}.epilog.scontrol"), "--verbose"], env=env)
+    assert done.returncode == 0 and "new/" in done.stderr, done.stderr
+
+
+def test_documented_spool_drains_as_the_ingest_account_and_as_the_user_in_any_order(site: Site):
+    """docs/site-epilog.md's layout with real accounts: the ingest account (in the spool's
+    group) drains every user's events; the user's own drain and recall's automatic drain
+    are never locked out by it; an unlistable spool is exit 2, never a silent 0."""
+    ingest, user, group = site.lead, site.bob, site.lab_group  # bob is not in the group
+    spool = site.base / "spool"
+    # the documented command: install -d -o root -g hpcmem -m 0751 /var/spool/hpcmem
+    assert _run(["install", "-d", "-o", "root", "-g", group, "-m", "0751", str(spool)]).returncode == 0
+
+    def drain(account: str, *extra: str) -> subprocess.CompletedProcess:
+        return site.hpcmem(account, "ingest", "spool", "--spool", str(spool), "--json", "--no-learn", *extra)
+
+    _spool_event(site, spool, "3", user, group)
+    first = drain(ingest)
+    assert first.returncode == 0, first.stderr
+    assert json.loads(first.stdout)["ingested"] == 1
+    lock = spool / user / ".drain.lock"
+    assert stat.S_IMODE(lock.stat().st_mode) == 0o644
+
+    _spool_event(site, spool, "4", user, group)
+    own = drain(user, "--user", user)  # the user's own drain after the ingest account's
+    assert own.returncode == 0, own.stderr
+    assert (json.loads(own.stdout)["ingested"], json.loads(own.stdout)["busy"]) == (1, 0)
+
+    _spool_event(site, spool, "7", user, group)
+    recalled = site.hpcmem(user, "recall", "--json", "--job", "7", env={"HPCMEM_SPOOL": str(spool)})
+    assert recalled.returncode in (0, 1), recalled.stderr  # drained at recall, so the job is known
+    assert json.loads(recalled.stdout)["query"]["job_id"] == "7"
+
+    _spool_event(site, spool, "1", user, group)  # the other order: the user first, then the timer
+    assert json.loads(drain(user, "--user", user).stdout)["ingested"] == 1
+    after = drain(ingest)
+    assert after.returncode == 0 and json.loads(after.stdout)["ingested"] == 0, after.stderr
+    assert not list((spool / user / "new").iterdir())
+
+    os.chmod(spool, 0o711)  # the layout of earlier docs: the ingest account cannot list it
+    _spool_event(site, spool, "5", user, group)
+    refused = drain(ingest)
+    assert refused.returncode == 2
+    assert refused.stderr.splitlines()[0] == (f"Error: cannot list spool {spool}: permission denied (the draining "
+                                              "account needs read and search permission on it)")
+    assert "Traceback" not in refused.stderr

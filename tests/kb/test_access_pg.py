@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-psycopg = pytest.importorskip("psycopg")
+import psycopg  # a hard dependency (pyproject), so its absence is a failure, not a skip
 
 from hpcmem.kb.access import (  # noqa: E402
     ALL_TABLES,
