@@ -50,19 +50,6 @@ def run_child(code: str, *args: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def ensure_input(rows: int, seed: int) -> Path:
-    path = Path(tempfile.gettempdir()) / f"hpcmem-sacct-{rows}-{seed}.psv"
-    if not path.exists():
-        from gen_sacct import generate
-
-        tmp = path.with_suffix(".tmp")
-        with open(tmp, "w", encoding="utf-8") as fh:
-            for line in generate(rows, seed):
-                fh.write(line + "\n")
-        tmp.rename(path)
-    return path
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
@@ -70,7 +57,9 @@ def main() -> None:
     parser.add_argument("--write", help="update the '## sacct ingest' section of this markdown file")
     args = parser.parse_args()
 
-    data = ensure_input(args.rows, args.seed)
+    from gen_sacct import cached_input
+
+    data = cached_input(args.rows, args.seed)
     size_mb = data.stat().st_size / 1e6
     base = run_child(BASELINE, str(data))
     with tempfile.TemporaryDirectory() as tmp:

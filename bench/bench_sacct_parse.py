@@ -2,7 +2,8 @@
 
     .venv/bin/python bench/bench_sacct_parse.py [ROWS] [--file PATH] [--seed 7]
 
-The file is generated with bench/gen_sacct.py unless it already exists with that name.
+The file is generated with bench/gen_sacct.py into the temp directory, named with a hash of
+the generator, so a changed generator never reuses a stale file.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # for gen_sacct
 
-from gen_sacct import generate  # noqa: E402
+from gen_sacct import cached_input  # noqa: E402
 
 from hpcmem.ingest.sacct import SacctReader  # noqa: E402
 
@@ -35,13 +36,10 @@ def main() -> int:
     parser.add_argument("--file", type=Path, default=None)
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
-    path = args.file or Path(f"/tmp/hpcmem-sacct-{args.rows}-{args.seed}.psv")
-    if not path.exists():
-        start = time.perf_counter()
-        with path.open("w", encoding="utf-8") as fh:
-            for line in generate(args.rows, args.seed):
-                fh.write(line + "\n")
-        print(f"generated {path} in {time.perf_counter() - start:.1f} s")
+    if args.file is not None:
+        path = args.file
+    else:
+        path = cached_input(args.rows, args.seed)
     with path.open(encoding="utf-8") as fh:
         rows = sum(1 for _ in fh) - 1
     print(f"{path}: {rows:,} data rows, {path.stat().st_size / 1e6:.0f} MB")

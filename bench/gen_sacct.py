@@ -18,7 +18,9 @@ extern step), times in UTC. Output is deterministic for a given seed.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import random
+import tempfile
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -719,3 +721,17 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+def cached_input(rows: int, seed: int) -> Path:
+    """A generated dump in the temp directory, reused across runs. Its name carries a hash
+    of this generator and of the field list, so a changed generator never reuses a stale file."""
+    digest = hashlib.sha256(Path(__file__).read_bytes() + "|".join(SACCT_FIELDS).encode()).hexdigest()[:12]
+    path = Path(tempfile.gettempdir()) / f"hpcmem-sacct-{rows}-{seed}-{digest}.psv"
+    if not path.exists():
+        tmp = path.with_name(f".{path.name}.{random.getrandbits(32):08x}.tmp")
+        with open(tmp, "w", encoding="utf-8") as fh:
+            for line in generate(rows, seed):
+                fh.write(line + "\n")
+        tmp.rename(path)
+    return path
