@@ -168,7 +168,8 @@ def main() -> None:
             words = " ".join(rng.choice(WORDS) + rng.choice(WORDS) for _ in range(3))
             return timed(recall + [f"PlasmaConduitError: the {words} coupling failed"], env, ok=(0, 1))
 
-        rows.append(("4. never-seen template (loads the model)", [novel() for _ in range(args.novel_runs)]))
+        rows.append(("4. never-seen template (encodes it: ONNX export, or sentence-transformers without one)",
+                     [novel() for _ in range(args.novel_runs)]))
         grep = [timed(["grep", "-F", "oom-kill event", str(tsv)], env, ok=(0, 1)) for _ in range(args.runs)]
         rows.append(("baseline: `grep -F` over the lessons export", grep))
         tsv_mb = tsv.stat().st_size / 1e6
@@ -181,7 +182,7 @@ def main() -> None:
         f"(`index.flat_max` 20,000). Setup took {setup_s:.0f} s. Each sample is the wall time of a "
         f"fresh `hpcmem recall ... --json` process on the 2-core machine; {args.runs} runs per case "
         f"({args.novel_runs} for case 4), after one warm-up, with hpcmem's bytecode compiled as an install "
-        "would have it. Baseline: a fresh `grep -F` over a {tsv_mb:.0f} MB TSV "
+        f"would have it. Baseline: a fresh `grep -F` over a {tsv_mb:.0f} MB TSV "
         "export of the same lessons, in the same run.",
         "",
         "| case | p50 (ms) | p95 (ms) |",
@@ -194,10 +195,12 @@ def main() -> None:
         "",
         "Cases 1 and 2 are exact fingerprint lookups through plain `sqlite3`: no SQLAlchemy, numpy, FAISS "
         "or model is imported (target p50 <= 300 ms). Case 3 adds numpy, FAISS, SQLAlchemy and loading the "
-        "saved index file, but no model. Case 4 pays for importing torch and sentence-transformers and "
-        "loading the model (about 5 s, see the vector index section), then caches the query vector so the "
-        "same template is case 3 next time. About 100 ms of cases 1 and 2 is importing the CLI (typer 0.29 "
-        "imports pydantic and builds a validator per option); the lookups take a few milliseconds.",
+        "saved index file, but no model. Case 4 loads the query encoder (the ONNX export through "
+        "onnxruntime; sentence-transformers and torch only where no export was made, about 5 s more) and "
+        "encodes the text, then caches the query vector so the same template is case 3 next time. About "
+        "100 ms of cases 1 and 2 is importing the CLI (typer imports pydantic and builds a validator per "
+        "option); the lookups take a few milliseconds. Ratios against an earlier tree, which absolute times "
+        "drifting with the machine and libraries cannot give: see the known-template regression section.",
         "",
         f"Reproduce: `.venv/bin/python bench/bench_recall_latency.py --signatures {args.signatures} --runs {args.runs} "
         "--write docs/benchmarks.md`",

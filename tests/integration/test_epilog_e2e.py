@@ -72,7 +72,7 @@ class Run:
         return done
 
 
-def _install_hooks(lab: SlurmLab, node_spool: Path, ctld_spool: Path) -> None:
+def _install_hooks(lab: SlurmLab, node_spool: Path, ctld_spool: Path, group: str = "") -> None:
     hooks = lab.hooks_dir
     # the epilog path is standard library only: a copy of the package is all the system Python needs
     pylib = hooks / "pylib" / "hpcmem"
@@ -84,7 +84,8 @@ def _install_hooks(lab: SlurmLab, node_spool: Path, ctld_spool: Path) -> None:
         path.chmod(0o755 if path.is_dir() else 0o644)
     (hooks / "hpcmem-epilog.conf").write_text(
         f"NODE_PYTHON='{sys.executable}'\nCTLD_PYTHON='/usr/bin/python3'\nPYLIB='{hooks / 'pylib'}'\n"
-        f"NODE_SPOOL='{node_spool}'\nCTLD_SPOOL='{ctld_spool}'\nLAB_SLURM_CONF='{lab.conf}'\n")
+        f"NODE_SPOOL='{node_spool}'\nCTLD_SPOOL='{ctld_spool}'\nLAB_SLURM_CONF='{lab.conf}'\n"
+        f"SPOOL_GROUP='{group}'\n")
     shutil.copy(HOOKS / "hpcmem-epilog.sh", hooks / "hpcmem-epilog.sh")
     shutil.copy(hooks / "record-env.sh", hooks / "chained-hook.sh")
     for name in ("hpcmem-epilog.sh", "chained-hook.sh", "hpcmem-epilog.conf"):
