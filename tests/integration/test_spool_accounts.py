@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import tempfile
 import uuid
 from pathlib import Path
 
@@ -24,7 +25,7 @@ pytestmark = pytest.mark.slurm
 
 
 @pytest.fixture(scope="module")
-def documented(slurm_lab, tmp_path_factory):
+def documented(slurm_lab):
     """Accounts and spool as the docs set them up; the hook spools with --group."""
     python = _interpreter_for_others()
     assert python, "a Python other users may run (see tests/kb/test_access_os.py)"
@@ -34,7 +35,8 @@ def documented(slurm_lab, tmp_path_factory):
     subprocess.run(["useradd", "-M", "-s", "/usr/sbin/nologin", "-G", group, ingest], check=True)
     spool = slurm_lab.root / "spool-documented"
     ctld_spool = slurm_lab.root / "spool-documented-ctld"
-    base = tmp_path_factory.mktemp("accounts")
+    # pytest's own temp root is root's 0700: the accounts' homes must be reachable by them
+    base = Path(tempfile.mkdtemp(prefix=f"hpcmsp_{tag}_", dir="/tmp"))
     base.chmod(0o755)
     try:
         subprocess.run(["install", "-d", "-o", "root", "-g", group, "-m", "0751", str(spool)], check=True)
@@ -45,7 +47,7 @@ def documented(slurm_lab, tmp_path_factory):
         _restore_hooks(slurm_lab)
         subprocess.run(["userdel", ingest], capture_output=True)
         subprocess.run(["groupdel", group], capture_output=True)
-        subprocess.run(["rm", "-rf", str(spool), str(ctld_spool)], check=False)
+        subprocess.run(["rm", "-rf", str(spool), str(ctld_spool), str(base)], check=False)
 
 
 def hpcmem_as(d: dict, user: str, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
