@@ -181,7 +181,9 @@ def render(results: dict) -> str:
         "",
         "Target: the common case (a completed job) under 100 ms. The `hpcmem` console script hands",
         "`epilog` to the same entry point before importing the CLI framework (typer, pydantic,",
-        "rich), so both documented entries cost about the same.",
+        "rich), so both documented entries cost about the same. A failed job's event is written",
+        "twice, each time with fsync: first from the environment alone, then enriched with scontrol's",
+        "answer and the log; the first write is what survives a hung controller.",
         "",
         f"`drain_user_events` at the start of `hpcmem recall`: nothing pending costs one `scandir`, "
         f"{empty['drain'] * 1e6:.0f} µs, and loads no SQLAlchemy (loaded: {empty['sqlalchemy_loaded']}); "
