@@ -386,7 +386,8 @@ class Recaller:
 
             store = self._store_for(reader)
             self._indexes[reader.name] = SignatureIndex.load(
-                store, self.config.get("index.dir"), self._model_id(), int(self.config.get("index.flat_max", 20_000))
+                store, self.config.get("index.dir"), self._model_id(), int(self.config.get("index.flat_max", 20_000)),
+                reader=reader,
             )
         return self._indexes[reader.name]
 

@@ -131,8 +131,12 @@ class IndexMeta:
 class SignatureIndex:
     """Nearest signatures of a store by cosine similarity. Build one with ``load``."""
 
-    def __init__(self, store: "Store", index_dir: Path | str, model_id: str, flat_max: int, sid: str) -> None:
+    def __init__(self, store: "Store", index_dir: Path | str, model_id: str, flat_max: int, sid: str,
+                 reader: Any = None) -> None:
         self.store = store
+        # A plain DB-API reader (kb.reader.StoreReader) answers the read-only checks, so
+        # an index that is current costs no SQLAlchemy import; building still uses the ORM.
+        self.reader = reader
         self.index_dir = Path(index_dir).expanduser()
         self.model_id = model_id
         self.flat_max = int(flat_max)
@@ -148,9 +152,13 @@ class SignatureIndex:
     # -- public ---------------------------------------------------------------------
     @classmethod
     def load(cls, store: "Store", index_dir: Path | str, model_id: str,
-             flat_max: int = DEFAULT_FLAT_MAX) -> "SignatureIndex":
-        """The store's index, read from its file, extended or rebuilt as needed."""
-        index = cls(store, index_dir, model_id, flat_max, store_id(store))
+             flat_max: int = DEFAULT_FLAT_MAX, reader: Any = None) -> "SignatureIndex":
+        """The store's index, read from its file, extended or rebuilt as needed.
+
+        ``reader``: the store's plain reader, for the checks a current index needs.
+        """
+        known = reader.meta(STORE_ID_KEY) if reader is not None else None
+        index = cls(store, index_dir, model_id, flat_max, known or store_id(store), reader)
         index.refresh()
         return index
 
@@ -217,6 +225,10 @@ class SignatureIndex:
 
     # -- state checks ---------------------------------------------------------------
     def _generations(self) -> tuple[int, int]:
+        if self.reader is not None:
+            from hpcmem.kb.embed import GENERATION_KEY, REBUILD_GENERATION_KEY
+
+            return int(self.reader.meta(GENERATION_KEY) or 0), int(self.reader.meta(REBUILD_GENERATION_KEY) or 0)
         with self.store.session() as session:
             return read_generations(session)
 

@@ -130,3 +130,29 @@ def test_secrets_in_a_lesson_are_never_stored_or_printed():
     assert token not in json.dumps(lesson)
     result = run_hpcmem("recall", LIB_A, "--json")
     assert token not in result.stdout and "[REDACTED:" in result.stdout
+
+
+def test_vector_stage_with_a_current_index_imports_no_orm_and_no_torch(hpcmem_home):
+    """A variant asked before (its vector cached, the index saved): the wide stage reads the
+    index's state and the cache through plain SQL. No SQLAlchemy ORM, no torch."""
+    import subprocess
+    import sys
+
+    from tests.cli.helpers import run_hpcmem
+
+    lesson = ("RuntimeError: NCCL communicator was aborted on rank 3. Original reason for failure was: [Rank 3] "
+              "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=48211, OpType=ALLREDUCE) ran for "
+              "1800091 milliseconds before timing out.")
+    variant = lesson.replace("RuntimeError", "torch.distributed.DistBackendError").replace("rank 3", "rank 12")
+    assert run_hpcmem("record", "--error", lesson, "--cause", "a rank stalled", "--fix", "raise the timeout").returncode == 0
+    first = run_hpcmem("recall", "--json", variant)  # embeds, builds and saves the index, caches the vector
+    assert "wide" in json.loads(first.stdout)["stages"], first.stderr
+    code = ("import sys\nsys.argv = ['hpcmem', 'recall', '--json', sys.argv[1]]\n"
+            "from hpcmem.cli.main import main\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            "print('MODULES', sorted(m for m in ('sqlalchemy.orm', 'alembic', 'torch', 'sentence_transformers') "
+            "if m in sys.modules))\n")
+    again = subprocess.run([sys.executable, "-c", code, variant], capture_output=True, text=True, timeout=120)
+    assert again.stdout.strip().splitlines()[-1] == "MODULES []", again.stdout[-500:] + again.stderr[-500:]
+    doc = json.loads(again.stdout.strip().splitlines()[0])
+    assert "wide" in doc["stages"] and doc["matches"]
