@@ -242,17 +242,6 @@ def render(encoders: list[dict], oneshot: dict, mcp: dict, runs: int, mcp_runs: 
     return "\n".join(lines)
 
 
-def write_section(doc: Path, section: str) -> None:
-    text = doc.read_text(encoding="utf-8") if doc.exists() else "# Benchmarks\n\n"
-    start = text.find(SECTION)
-    if start == -1:
-        text = text.rstrip("\n") + "\n\n" + section
-    else:
-        end = text.find("\n## ", start + len(SECTION))
-        text = text[:start] + section + (text[end + 1:] if end != -1 else "")
-    doc.write_text(text, encoding="utf-8")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=15)
@@ -276,7 +265,9 @@ def main() -> None:
     section = render(encoders, oneshot, mcp, args.runs, args.mcp_runs)
     print(section)
     if args.write:
-        write_section(args.write, section)
+        from markdown_section import write_section
+
+        write_section(args.write, SECTION, section)
 
 
 if __name__ == "__main__":

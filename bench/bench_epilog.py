@@ -97,7 +97,7 @@ def main() -> None:
         shutil.rmtree(work, ignore_errors=True)
     print(json.dumps(results, indent=1))
     if args.write:
-        from bench_ingest import write_section
+        from markdown_section import write_section
 
         write_section(args.write, "## Epilog cost", render(results))
 

@@ -468,7 +468,7 @@ def finish(args: argparse.Namespace, rows: list[dict], repeats: list[dict], real
     text = report(rows, repeats, real, model, args, anchors)
     print(text)
     if args.write:
-        from bench_ingest import write_section
+        from markdown_section import write_section
 
         write_section(Path(args.write), SECTION, text)
 

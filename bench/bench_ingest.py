@@ -90,19 +90,9 @@ def main() -> None:
     report = "\n".join(lines)
     print(report)
     if args.write:
+        from markdown_section import write_section
+
         write_section(Path(args.write), "## sacct ingest", report)
-
-
-def write_section(path: Path, heading: str, body: str) -> None:
-    """Replace (or append) one '## ' section of a markdown file."""
-    text = path.read_text() if path.exists() else "# Benchmarks\n\n"
-    start = text.find(heading + "\n")
-    if start < 0:
-        text = text.rstrip("\n") + "\n\n" + body
-    else:
-        end = text.find("\n## ", start + len(heading))
-        text = text[:start] + body + ("\n" + text[end + 1:] if end >= 0 else "")
-    path.write_text(text.rstrip("\n") + "\n")
 
 
 if __name__ == "__main__":

@@ -210,7 +210,7 @@ def main() -> None:
     print(report)
     if args.write:
         sys.path.insert(0, str(HERE))
-        from bench_ingest import write_section
+        from markdown_section import write_section
 
         write_section(Path(args.write), "## Recall latency", report)
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 import time
 from pathlib import Path
@@ -164,11 +163,9 @@ def main() -> None:
     if args.json:
         args.json.write_text(json.dumps(result, indent=1))
     if args.write:
-        text = args.write.read_text() if args.write.exists() else ""
-        section = markdown(result)
-        pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.S | re.M)
-        text = pattern.sub(section + "\n", text) if pattern.search(text) else text.rstrip() + "\n\n" + section
-        args.write.write_text(text)
+        from markdown_section import write_section
+
+        write_section(args.write, SECTION, markdown(result))
 
 
 if __name__ == "__main__":

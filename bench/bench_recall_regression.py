@@ -86,14 +86,10 @@ def main() -> None:
     section = "\n".join(lines)
     print(section)
     if args.write:
-        text = args.write.read_text(encoding="utf-8")
-        start = text.find(SECTION)
-        if start == -1:
-            text = text.rstrip("\n") + "\n\n" + section
-        else:
-            end = text.find("\n## ", start + len(SECTION))
-            text = text[:start] + section + (text[end + 1:] if end != -1 else "")
-        args.write.write_text(text, encoding="utf-8")
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from markdown_section import write_section
+
+        write_section(args.write, SECTION, section)
 
 
 if __name__ == "__main__":

@@ -271,18 +271,6 @@ def render(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def write_section(doc: Path, section: str) -> None:
-    """Replace our section in ``doc`` (or append it), leaving other sections alone."""
-    text = doc.read_text(encoding="utf-8") if doc.exists() else "# Benchmarks\n\n"
-    start = text.find(SECTION)
-    if start == -1:
-        text = text.rstrip("\n") + "\n\n" + section
-    else:
-        end = text.find("\n## ", start + len(SECTION))
-        text = text[:start] + section + (text[end + 1 :] if end != -1 else "")
-    doc.write_text(text, encoding="utf-8")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--loghub", type=Path, default=DEFAULT_LOGHUB)
@@ -295,7 +283,10 @@ def main() -> None:
     section = render(results) + render_split(fit_heuristics(args.loghub))
     print(section)
     if args.write:
-        write_section(args.write, section)
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from markdown_section import write_section
+
+        write_section(args.write, SECTION, section)
 
 
 if __name__ == "__main__":
