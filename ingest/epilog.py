@@ -535,6 +535,7 @@ def build_event(env: dict[str, str], job: dict[str, str], outcome: Outcome, hook
         "log_excerpt": None,
         "log_kinds": [],
         "missing_output_dir": None,
+        "unwritable_output_dir": None,
         "modules": _modules_from_env(env) or None,
         "notes": [],
     }
@@ -607,6 +608,8 @@ def _capture(env: dict[str, str], settings: Settings, result: EpilogResult, dead
             event.update(found)
         else:
             event["missing_output_dir"] = _missing_output_dir(paths)
+            if event["missing_output_dir"] is None:
+                event["unwritable_output_dir"] = _unwritable_output_dir(paths, event["uid"], event["gid"])
     if settings.dry_run:
         event["notes"] = notes[:MAX_NOTES]
         result.skipped = "dry run"
@@ -622,6 +625,40 @@ def _missing_output_dir(paths: list[str]) -> str | None:
     for path in paths:
         directory = os.path.dirname(path)
         if directory and os.path.isabs(directory) and not os.path.isdir(directory):
+            return directory
+    return None
+
+
+def _unwritable_output_dir(paths: list[str], uid: int | None, gid: int | None) -> str | None:
+    """The directory of a log path the job's user may not write (by its mode bits: as root,
+    os.access would answer for root). Such a job fails to launch like a missing one."""
+    if uid is None:
+        return None
+    import stat as stat_mod
+
+    try:
+        import pwd
+
+        groups = set(os.getgrouplist(pwd.getpwuid(uid).pw_name, gid if gid is not None else -1))
+    except (KeyError, OSError):
+        groups = {gid} if gid is not None else set()
+    for path in paths:
+        directory = os.path.dirname(path)
+        if not directory or not os.path.isabs(directory):
+            continue
+        try:
+            st = os.stat(directory)
+        except OSError:
+            continue
+        if uid == 0:
+            continue
+        if st.st_uid == uid:
+            writable = st.st_mode & (stat_mod.S_IWUSR | stat_mod.S_IXUSR) == stat_mod.S_IWUSR | stat_mod.S_IXUSR
+        elif st.st_gid in groups:
+            writable = st.st_mode & (stat_mod.S_IWGRP | stat_mod.S_IXGRP) == stat_mod.S_IWGRP | stat_mod.S_IXGRP
+        else:
+            writable = st.st_mode & (stat_mod.S_IWOTH | stat_mod.S_IXOTH) == stat_mod.S_IWOTH | stat_mod.S_IXOTH
+        if not writable:
             return directory
     return None
 

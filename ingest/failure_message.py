@@ -65,7 +65,8 @@ def failure_message(job: SacctJob, *, from_sacct: bool = False) -> str:
     sig = job.exit_signal or 0
     code = job.exit_code or 0
     if launch_failed(job.reason, sig):
-        return launch_failure_message(job.job_id, getattr(job, "missing_output_dir", None))
+        return launch_failure_message(job.job_id, getattr(job, "missing_output_dir", None),
+                                      getattr(job, "unwritable_output_dir", None))
     if from_sacct and not sig and code == SACCT_SEGFAULT_EXIT_CODE:
         return signal_message(signal.SIGSEGV)
     if job.state == "COMPLETED" or (not code and not sig and (job.derived_exit_code or job.derived_exit_signal)):
@@ -123,7 +124,11 @@ def launch_failed(reason: str | None, sig: int) -> bool:
     return sig == 0
 
 
-def launch_failure_message(job_id: str, missing_dir: str | None = None) -> str:
+def launch_failure_message(job_id: str, missing_dir: str | None = None, unwritable_dir: str | None = None) -> str:
     """The line hpcmem files a launch failure under (Slurm itself prints nothing the user sees)."""
-    why = f": output directory {missing_dir} does not exist" if missing_dir else ""
+    why = ""
+    if missing_dir:
+        why = f": output directory {missing_dir} does not exist"
+    elif unwritable_dir:
+        why = f": output directory {unwritable_dir} is not writable by the job's user"
     return f"Job {job_id} failed to launch (JobLaunchFailure){why}"

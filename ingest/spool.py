@@ -260,7 +260,7 @@ def write_event(spool_dir: str, event: dict[str, Any], owner: Ownership | None =
 
 _HEX_ID = re.compile(r"[0-9a-f]{16,64}")
 _JOB_ID = re.compile(r"[0-9]+(?:[_+][0-9]+)?")
-_STRINGS = ("missing_output_dir", "job_name", "account", "partition", "qos", "reason", "nodes", "work_dir", "command", "host",
+_STRINGS = ("missing_output_dir", "unwritable_output_dir", "job_name", "account", "partition", "qos", "reason", "nodes", "work_dir", "command", "host",
             "stdout", "stderr", "log_path", "log_excerpt", "failure_state")
 _INTS = ("uid", "gid", "exit_code", "exit_signal", "derived_exit_code", "derived_exit_signal",
          "req_cpus", "req_nodes", "req_time_s", "elapsed_s", "restarts")
@@ -364,7 +364,8 @@ def event_rows(event: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | 
         message = _message(event, failure_state, times["end_time"], times["start_time"])
         # The directory the node found missing is what sacct cannot know: kept as the
         # excerpt, so a later sacct merge keeps it too (the recorder prefers excerpts).
-        failure.update(message=message, log_excerpt=message if event.get("missing_output_dir") else None,
+        detail = event.get("missing_output_dir") or event.get("unwritable_output_dir")
+        failure.update(message=message, log_excerpt=message if detail else None,
                        log_path=None)
     return job, failure
 
@@ -381,6 +382,7 @@ def _message(event: dict[str, Any], failure_state: str, end, start) -> str:
         derived_exit_code=event.get("derived_exit_code"), derived_exit_signal=event.get("derived_exit_signal"),
         nodelist=event.get("nodes"), end=end, start=start, reason=event.get("reason"),
         missing_output_dir=event.get("missing_output_dir"),
+        unwritable_output_dir=event.get("unwritable_output_dir"),
     )
     return failure_message(job)
 

@@ -512,6 +512,14 @@ def job_launch_failure(f: Facts) -> list[dict[str, Any]]:
                       f"Create it before submitting (`mkdir -p {directory}`), or point `#SBATCH -o`/`-e` at a "
                       "directory that exists.",
                       [{"type": "command", "command": f"mkdir -p {directory}"}], confidence=DATA_CONFIDENCE)]
+    found = re.search(r"output directory (\S+) is not writable", raw)
+    if found:
+        directory = found.group(1)
+        return [_item("job_launch_failure.output_not_writable",
+                      f"The job never started: the job's user may not write its output directory {directory} "
+                      "(the job ends FAILED with reason JobLaunchFailure and no log).",
+                      f"Point `#SBATCH -o`/`-e` at a directory you own, or fix the permissions of {directory} "
+                      "(`ls -ld` shows them).", confidence=DATA_CONFIDENCE)]
     return [_item("job_launch_failure.check_paths",
                   "The job never started: Slurm could not launch the batch script (reason JobLaunchFailure). "
                   "The usual cause is an `#SBATCH -o`/`-e` path whose directory does not exist or is not "

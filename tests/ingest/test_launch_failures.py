@@ -112,3 +112,34 @@ def test_a_sacct_merge_keeps_the_directory_the_epilog_found(store_factory, tmp_p
         ingest_sacct(store, fh, cluster="hpcmem", tz=UTC)
     category, message = categories(store)["5"]
     assert category == "job_launch_failure" and "no-such-dir does not exist" in message
+
+
+def test_an_output_directory_the_user_may_not_write_is_named_too(tmp_path):
+    """Root-owned 0755: root could write there, the job's user (nobody) cannot."""
+    if os.geteuid() != 0 and os.environ.get("HPCMEM_REQUIRE_ROOT_TESTS") != "1":
+        import pytest
+
+        pytest.skip("spooling for another user needs root (CI runs as root)")
+    locked = tmp_path / "shared-out"
+    locked.mkdir(mode=0o755)
+    spool = tmp_path / "spool"
+    env = parse_env_file((HARNESS / "nodir-5.epilog.env").read_text())
+    nobody = pwd.getpwnam("nobody")
+    env.update(SLURM_JOB_UID=str(nobody.pw_uid), SLURM_JOB_GID=str(nobody.pw_gid), SLURM_JOB_USER="nobody")
+    scontrol = tmp_path / "nodir.scontrol"
+    scontrol.write_text((HARNESS / "nodir-5.scontrol").read_text()
+                        .replace(HARNESS_WORK + "/no-such-dir", str(locked)).replace(HARNESS_WORK, str(tmp_path)))
+    spool.mkdir(mode=0o711)
+    result = run_epilog(["--spool", str(spool), "--scontrol-file", str(scontrol)], env)
+    event = json.loads(Path(result.event_path).read_text())
+    assert (event["missing_output_dir"], event["unwritable_output_dir"]) == (None, str(locked))
+
+    from hpcmem.ingest.spool import _message  # the line the drain files it under
+    from hpcmem.kb.advice import advice_for
+    from hpcmem.kb.signatures import fingerprint
+
+    message = _message(event, "FAILED", None, None)
+    assert message == f"Job 5 failed to launch (JobLaunchFailure): output directory {locked} is not writable by the job's user"
+    assert fingerprint(message).category == "job_launch_failure"
+    [advice] = advice_for("job_launch_failure", {"message": message})
+    assert str(locked) in advice["cause"] and "permissions" in advice["fix"]

@@ -956,3 +956,17 @@ def test_heuristics_can_be_left_out_for_ablations_and_come_back():
         with heuristics_left_out(frozenset({"no_such_thing"})):
             pass
     assert fingerprint(line).template == shipped
+
+
+@pytest.mark.parametrize("line, category", [
+    ("srun: error: cn3: task 0: Exited with exit code 139", "segfault"),
+    ("srun: error: cn3: task 0: Exited with exit code 137", "host_oom"),
+    ("process exited with status 134", "aborted"),
+    ("Command exited with non-zero status 136", "floating_point_exception"),
+    ("srun: error: cn3: task 0: Exited with exit code 132", "illegal_instruction"),
+    ("srun: error: cn3: task 0: Exited with exit code 135", "bus_error"),
+    ("srun: error: cn3: task 0: Exited with exit code 1", "nonzero_exit"),
+    ("srun: error: cn3: task 0: Exited with exit code 13", "nonzero_exit"),  # 13 is no 128+N
+])
+def test_exit_statuses_128_plus_n_in_logs_are_signals(line, category):
+    assert fingerprint(line).category == category
