@@ -283,6 +283,13 @@ def serve() -> None:
 
     logging.basicConfig(stream=sys.stderr, level=logging.DEBUG if STATE.debug else logging.WARNING,
                         format="hpcmem mcp: %(levelname)s %(message)s")
+    try:
+        import mcp.server.mcpserver  # noqa: F401 - the optional `agents` extra
+    except ImportError:
+        from hpcmem.kb.errors import ConfigError
+
+        raise ConfigError("hpcmem mcp needs the MCP SDK, which is not installed",
+                          hint="pip install 'hpcmem[agents]' (the README's setup installs it)") from None
     memory = Memory()
     server = build_server(memory)
     try:

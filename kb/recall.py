@@ -328,6 +328,9 @@ class Recaller:
                 if embedder.model_id != model_id:
                     raise ConfigError(f"embedder model {embedder.model_id} is not the stores' {model_id}")
                 encoded = embedder.encode([text_for_embedding(*it) for it in todo])
+                if embedder.backend != "onnx" and getattr(embedder, "encoder", "") == "auto":
+                    self.warnings.append("new errors are encoded with sentence-transformers (torch, about 5 s "
+                                         "per process): run `hpcmem model export` once to encode them without it")
                 for it, vector in zip(todo, encoded):
                     self._vector_memo[it] = vector
                 try:

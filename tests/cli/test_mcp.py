@@ -167,3 +167,15 @@ def test_mcp_is_not_imported_by_other_commands():
     code = "import sys, hpcmem.cli.main; print(any(m == 'mcp' or m.startswith('mcp.') for m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_without_the_sdk_the_server_is_a_one_line_error(hpcmem_home, tmp_path):
+    """The `agents` extra missing: exit 2 with a hint, no traceback (a stand-in `mcp` that fails to import)."""
+    fake = tmp_path / "nosdk" / "mcp"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('no MCP SDK here')\n")
+    env = {**os.environ, "HPCMEM_HOME": str(hpcmem_home), "PYTHONPATH": str(fake.parent)}
+    result = subprocess.run([HPCMEM, "mcp"], input="", capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[0] == "Error: hpcmem mcp needs the MCP SDK, which is not installed"
+    assert "Traceback" not in result.stderr

@@ -4,6 +4,7 @@ templates, is refused when tampered with, and keeps torch out of the query path.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -131,3 +132,17 @@ def test_model_export_command_writes_a_verified_export_with_its_record(spec, tmp
     assert json.loads(again.stdout)["made"] is False
     status = subprocess.run([hpcmem, "model", "status", "--json"], capture_output=True, text=True, env=env)
     assert json.loads(status.stdout)["encoder"] == "onnx"
+
+
+def test_without_an_export_recall_still_answers_and_says_how_to_speed_it_up(spec, tmp_path):
+    """No export (a fresh site that skipped `hpcmem model export`): sentence-transformers
+    encodes, and the recall's warnings name the one command that avoids it."""
+    hpcmem = str(Path(sys.executable).with_name("hpcmem"))
+    env = {**os.environ, "HPCMEM_HOME": str(tmp_path / "home"), "HPCMEM_DISABLE_LOCAL_CONFIG": "1",
+           "HPCMEM_ONNX_DIR": str(tmp_path / "no-export")}
+    assert subprocess.run([hpcmem, "record", "--error", "RuntimeError: the frobnicator overheated",
+                           "--cause", "c", "--fix", "f"], env=env, capture_output=True).returncode == 0
+    done = subprocess.run([hpcmem, "recall", "--json", "ValueError: the quux spline diverged at step 7"], env=env,
+                          capture_output=True, text=True, timeout=300)
+    doc = json.loads(done.stdout)
+    assert any("hpcmem model export" in w for w in doc["warnings"]), doc["warnings"]
