@@ -29,7 +29,23 @@ def _line(lesson: dict[str, Any]) -> str:
             f"{lesson['provenance']['source']:<8} {lesson['category'] or '-':<14} {lesson['fix'][:70]}{flags}")
 
 
+def _embed_in_shared(store_label: str) -> None:
+    """A lesson written to a lab or cluster store gets its vector now, by its writer: the
+    readers' recalls never write to shared stores (see `hpcmem lessons embed`)."""
+    if store_label == "user":
+        return
+    from hpcmem.kb.embed import embed_new_lessons
+
+    _done_count, warning = embed_new_lessons(STATE.stack.by_scope(store_label), STATE.config)
+    if warning:
+        from hpcmem.cli._output import stderr
+
+        stderr.print(f"Warning: {warning}")
+
+
 def _done(lesson: dict[str, Any], verb: str, json_: bool) -> None:
+    if lesson.get("status") not in ("rejected", "expired"):
+        _embed_in_shared(lesson["store"])
     if json_:
         emit_json(lesson)
         return
@@ -236,6 +252,25 @@ def merge(
         return
     stdout.print(f"merged {lesson['merged']} into {lesson['lesson_id']} in {lesson['store']} "
                  f"({lesson['evidence_moved']} evidence moved, {lesson['conditions_added']} condition(s) added)")
+
+
+@app.command("embed")
+def embed(
+    scope: str = typer.Option("user", "--scope", help="Store whose lessons to embed: user, lab:NAME or cluster."),
+    json_: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Give lessons without vectors their vectors (a store's maintainer or timer runs it; recall never
+    writes to shared stores)."""
+    from hpcmem.kb.embed import embed_new_lessons
+    from hpcmem.kb.errors import StoreError
+
+    done, warning = embed_new_lessons(STATE.stack.by_scope(scope), STATE.config)
+    if warning:
+        raise StoreError(warning)
+    if json_:
+        emit_json({"scope": scope, "embedded": done})
+        return
+    stdout.print(f"{done} lesson signature(s) embedded in the {scope} store")
 
 
 @app.command("export")

@@ -47,6 +47,10 @@ def record(
         cluster=cluster or (STATE.config.get("cluster.name") if not job else None), context=context,
         valid_until=_date(valid_until),
     )
+    if scope != "user":
+        from hpcmem.cli.lessons import _embed_in_shared
+
+        _embed_in_shared(scope)
     if json_:
         emit_json(lesson)
         return

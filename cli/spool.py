@@ -39,6 +39,10 @@ def ingest_spool(
         from hpcmem.kb.learn import learn_from_history
 
         summary.learned = learn_from_history(store).as_dict()
+    if scope != "user" and (summary.ingested or summary.learned):
+        from hpcmem.cli.lessons import _embed_in_shared
+
+        _embed_in_shared(scope)  # lessons learned into a shared store: its readers never embed them
     data = summary.as_dict()
     if json_:
         emit_json(data)

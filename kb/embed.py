@@ -52,6 +52,7 @@ __all__ = [
     "vector_to_blob",
     "blob_to_vector",
     "embed_missing_signatures",
+    "embed_new_lessons",
     "bump_rebuild_generation",
     "bump_generation",
     "dialect_insert",
@@ -471,6 +472,28 @@ def embed_missing_signatures(store: "Store", embedder: Embedder, batch_size: int
                 bump_generation(session)
         done += len(rows)
         last_id = ids[-1]
+
+
+def embed_new_lessons(store: "Store", config: "Config") -> tuple[int, str | None]:
+    """Vectors for the signatures of ``store``'s lessons that have none: (how many, warning).
+
+    Called where lessons are written to a shared store (record, curation, the spool
+    timer, ``hpcmem lessons embed``), so that no reader's recall ever writes to it. Best
+    effort: a store this process may not write, or no usable model, is a warning.
+    """
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from hpcmem.kb.errors import HpcmemError
+
+    from hpcmem.kb.vector_index import store_id
+
+    try:
+        done = embed_missing_signatures(store.open(), Embedder(model_spec(config)), only_with_lessons=True)
+        store_id(store)  # recorded here, so readers name their index files without writing it
+    except (HpcmemError, OSError, SQLAlchemyError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return 0, f"lessons in store '{store.name}' not embedded yet ({first}); run `hpcmem lessons embed`"
+    return done, None
 
 
 def cached_query_vector(store: "Store", template: str, category: str, model_id: str) -> "np.ndarray | None":

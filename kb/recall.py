@@ -395,8 +395,19 @@ class Recaller:
         return self._indexes[reader.name]
 
     def _embed_lesson_signatures(self, reader: StoreReader) -> None:
-        """Give new lessons' signatures their vectors (once), so the index can find them."""
-        if not self.allow_model or not reader.lesson_signatures_without_vectors(self._model_id()):
+        """Give new lessons' signatures their vectors (once), so the index can find them.
+
+        Only in the caller's own store: recall never writes to a shared one (the lesson's
+        writer, the curation commands and the spool timer embed there). A shared store's
+        lessons without vectors are still found by their words."""
+        missing = reader.lesson_signatures_without_vectors(self._model_id())
+        if not missing:
+            return
+        if reader.scope != "user":
+            self.warnings.append(f"store '{reader.name}': {missing} lesson(s) without vectors, found by their words "
+                                 "only until the store's maintainer runs `hpcmem lessons embed`")
+            return
+        if not self.allow_model:
             return
         from hpcmem.kb.embed import embed_missing_signatures
         from hpcmem.kb.errors import HpcmemError

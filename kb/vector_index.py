@@ -100,7 +100,13 @@ def store_id(store: "Store") -> str:
             value = session.scalar(query)  # another process may have won the insert
     except SQLAlchemyError:
         value = None
-    return value or str(uuid.uuid5(uuid.NAMESPACE_URL, store.display_url))
+    return value or url_store_id(store)
+
+
+def url_store_id(store: "Store") -> str:
+    """The id of a store that has none recorded, derived from its URL: stable for every
+    reader of that URL, and computed without writing to the store."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, store.display_url))
 
 
 @dataclass
@@ -158,6 +164,8 @@ class SignatureIndex:
         ``reader``: the store's plain reader, for the checks a current index needs.
         """
         known = reader.meta(STORE_ID_KEY) if reader is not None else None
+        if known is None and reader is not None and reader.scope != "user":
+            known = url_store_id(store)  # a reader of a shared store never writes to it
         index = cls(store, index_dir, model_id, flat_max, known or store_id(store), reader)
         index.refresh()
         return index

@@ -156,3 +156,51 @@ def test_vector_stage_with_a_current_index_imports_no_orm_and_no_torch(hpcmem_ho
     assert again.stdout.strip().splitlines()[-1] == "MODULES []", again.stdout[-500:] + again.stderr[-500:]
     doc = json.loads(again.stdout.strip().splitlines()[0])
     assert "wide" in doc["stages"] and doc["matches"]
+
+
+def test_recall_never_writes_to_a_shared_store(hpcmem_home, tmp_path):
+    """Lessons written to a lab store are embedded by their writer; another user's recall
+    only reads it (the file's bytes do not change), and a lesson that reached the store
+    without a vector is reported, not embedded by the reader."""
+    import hashlib
+
+    from hpcmem.kb.config import load_config
+    from hpcmem.kb.record import record
+    from hpcmem.kb.stack import StoreStack
+    from tests.cli.helpers import run_hpcmem
+
+    lab = tmp_path / "lab.db"
+    env = {"HPCMEM_LAB_STORES": f"vision={lab}"}
+    nccl = ("RuntimeError: NCCL communicator was aborted on rank 3. Original reason for failure was: [Rank 3] "
+            "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=48211, OpType=ALLREDUCE) ran for "
+            "1800091 milliseconds before timing out.")
+    assert run_hpcmem("db", "upgrade", "--scope", "lab:vision", env=env).returncode == 0  # the lead creates it
+    made = run_hpcmem("record", "--scope", "lab:vision", "--error", nccl, "--cause", "a rank stalled",
+                      "--fix", "raise the NCCL timeout", "--json", env=env)
+    assert made.returncode == 0, made.stderr
+
+    def digest() -> str:
+        return hashlib.sha256(lab.read_bytes()).hexdigest()
+
+    before = digest()
+    variant = nccl.replace("RuntimeError", "torch.distributed.DistBackendError").replace("rank 3", "rank 12")
+    found = run_hpcmem("recall", "--json", variant, env=env)
+    doc = json.loads(found.stdout)
+    assert doc["matches"] and doc["matches"][0]["store"] == "vision" and "wide" in doc["stages"]
+    assert not any("without vectors" in w for w in doc["warnings"])  # its writer embedded it
+    assert digest() == before
+
+    # a lesson that reached the store some other way, without a vector
+    config = load_config(environ={"HPCMEM_HOME": str(hpcmem_home), "HPCMEM_DISABLE_LOCAL_CONFIG": "1", **env})
+    stack = StoreStack.from_config(config)
+    record(stack, cause="the GPU fell off the bus", fix="drain the node and resubmit", author="lead",
+           error_text="NVRM: Xid 79, GPU has fallen off the bus.", scope="lab:vision")
+    stack.dispose()
+    before = digest()
+    again = json.loads(run_hpcmem("recall", "--json", "Xid 79: GPU has fallen off the bus", env=env).stdout)
+    assert any("1 lesson(s) without vectors" in w for w in again["warnings"]), again["warnings"]
+    assert digest() == before
+    embedded = run_hpcmem("lessons", "embed", "--scope", "lab:vision", "--json", env=env)
+    assert json.loads(embedded.stdout) == {"scope": "lab:vision", "embedded": 1}, embedded.stderr
+    after = json.loads(run_hpcmem("recall", "--json", "Xid 79: GPU has fallen off the bus", env=env).stdout)
+    assert not any("without vectors" in w for w in after["warnings"])
