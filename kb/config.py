@@ -44,7 +44,7 @@ SCHEMA: dict[str, Any] = {
     "index": {"dir": str, "flat_max": int},
     "spool": {"dir": str, "group": str},
     "epilog": {"budget_seconds": float},
-    "recall": {"abstain_below": float, "drain_budget_seconds": float},
+    "recall": {"abstain_below": float, "drain_budget_seconds": float, "connect_timeout_seconds": float},
     "revalidate": {"unconfirmed_days": int},
 }
 
@@ -99,7 +99,8 @@ def builtin_defaults(dirs: Dirs, environ: dict[str, str] | None = None) -> dict[
         "index": {"dir": str(dirs.cache / "index"), "flat_max": 20_000},
         "spool": {"dir": str(dirs.data / "spool")},
         "epilog": {"budget_seconds": 2.0},
-        "recall": {"abstain_below": 0.75, "drain_budget_seconds": 0.2},
+        # a lab or cluster server that is down costs recall at most this, once (libpq's minimum is 2 s)
+        "recall": {"abstain_below": 0.75, "drain_budget_seconds": 0.2, "connect_timeout_seconds": 2.0},
         "revalidate": {"unconfirmed_days": 180},
     }
 

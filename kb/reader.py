@@ -47,9 +47,9 @@ class StoreReader:
 
     # -- opening ----------------------------------------------------------------------
     @classmethod
-    def open(cls, store) -> "StoreReader":  # noqa: ANN001 - a hpcmem.kb.store.Store
+    def open(cls, store, connect_timeout: float = 5.0) -> "StoreReader":  # noqa: ANN001 - a hpcmem.kb.store.Store
         """Connect without SQLAlchemy; migrate through ``Store`` only when behind."""
-        reader = cls._connect(store)
+        reader = cls._connect(store, connect_timeout)
         try:
             revision = reader.revision()
         except Exception:
@@ -59,11 +59,11 @@ class StoreReader:
             reader.close()
             store.open()  # creates or migrates (imports SQLAlchemy and Alembic: rare)
             store.dispose()
-            reader = cls._connect(store)
+            reader = cls._connect(store, connect_timeout)
         return reader
 
     @classmethod
-    def _connect(cls, store) -> "StoreReader":  # noqa: ANN001
+    def _connect(cls, store, connect_timeout: float = 5.0) -> "StoreReader":  # noqa: ANN001
         if store.dialect == "sqlite":
             import sqlite3
 
@@ -98,7 +98,7 @@ class StoreReader:
 
             url = store.url.replace("postgresql+psycopg://", "postgresql://", 1)
             try:
-                conn = psycopg.connect(url, connect_timeout=5, autocommit=True)
+                conn = psycopg.connect(url, connect_timeout=max(2, round(connect_timeout)), autocommit=True)
                 if store.schema:
                     conn.execute(f'SET search_path TO "{store.schema}"')
             except psycopg.Error as exc:

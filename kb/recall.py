@@ -133,18 +133,39 @@ class Recaller:
 
     # -- stores ---------------------------------------------------------------------
     def _open_readers(self) -> None:
+        """The user's store first (it must work), then the shared ones: server stores are
+        connected in parallel with a short timeout, so servers that are down cost recall one
+        timeout (``recall.connect_timeout_seconds``) in all, with a warning each."""
+        from concurrent.futures import ThreadPoolExecutor
+
         from hpcmem.kb.errors import HpcmemError
 
-        for store in self.stack.all():
+        timeout = float(self.config.get("recall.connect_timeout_seconds", 2.0))
+        stores = self.stack.all()
+        self.readers.append(StoreReader.open(stores[0], timeout))
+        self.store_status.append({"name": stores[0].name, "scope": stores[0].scope, "reachable": True})
+
+        def attempt(store):
             try:
-                self.readers.append(StoreReader.open(store))
-                self.store_status.append({"name": store.name, "scope": store.scope, "reachable": True})
+                return StoreReader.open(store, timeout)
             except HpcmemError as exc:
-                if store is self.stack.user:
-                    raise  # the caller's own store must work
+                return exc
+
+        remote = [s for s in stores[1:] if s.dialect != "sqlite"]
+        opened: dict[int, Any] = {}
+        if remote:
+            with ThreadPoolExecutor(max_workers=len(remote), thread_name_prefix="hpcmem-connect") as pool:
+                opened = {id(s): f for s, f in zip(remote, pool.map(attempt, remote))}
+        for store in stores[1:]:
+            # SQLite readers are opened here, in the thread that uses them
+            got = opened[id(store)] if id(store) in opened else attempt(store)
+            if isinstance(got, HpcmemError):
                 self.store_status.append({"name": store.name, "scope": store.scope, "reachable": False,
-                                          "error": str(exc)})
-                self.warnings.append(f"store '{store.name}' skipped: {exc}")
+                                          "error": str(got)})
+                self.warnings.append(f"store '{store.name}' skipped: {got}")
+            else:
+                self.readers.append(got)
+                self.store_status.append({"name": store.name, "scope": store.scope, "reachable": True})
 
     def close(self) -> None:
         for reader in self.readers:

@@ -204,3 +204,34 @@ def test_recall_never_writes_to_a_shared_store(hpcmem_home, tmp_path):
     assert json.loads(embedded.stdout) == {"scope": "lab:vision", "embedded": 1}, embedded.stderr
     after = json.loads(run_hpcmem("recall", "--json", "Xid 79: GPU has fallen off the bus", env=env).stdout)
     assert not any("without vectors" in w for w in after["warnings"])
+
+
+def test_lab_servers_that_do_not_answer_cost_one_timeout_in_all(hpcmem_home):
+    """Two lab stores on "servers" that accept the TCP connection and never answer (a hung
+    PostgreSQL): recall still answers from the user's store, warns about each, and waits
+    for them in parallel, so about one connect timeout rather than two."""
+    import socket
+    import time
+
+    from tests.cli.helpers import run_hpcmem
+
+    silent = []
+    for _ in range(2):
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(8)  # never accepted: the kernel completes the handshake, nobody speaks
+        silent.append(sock)
+    try:
+        labs = ",".join(f"lab{i}=postgresql://nobody@127.0.0.1:{s.getsockname()[1]}/x" for i, s in enumerate(silent))
+        started = time.monotonic()
+        result = run_hpcmem("recall", "--json", "--no-model", "RuntimeError: the widget froze",
+                            env={"HPCMEM_LAB_STORES": labs})
+        elapsed = time.monotonic() - started
+    finally:
+        for sock in silent:
+            sock.close()
+    assert result.returncode in (0, 1), result.stderr
+    doc = json.loads(result.stdout)
+    assert sorted(s["name"] for s in doc["stores"] if not s["reachable"]) == ["lab0", "lab1"]
+    assert sum("skipped" in w for w in doc["warnings"]) == 2
+    assert elapsed < 2 * 2.0 - 0.3, f"{elapsed:.1f} s: the two timeouts were waited for one after the other"
