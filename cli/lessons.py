@@ -29,7 +29,7 @@ def _line(lesson: dict[str, Any]) -> str:
             f"{lesson['provenance']['source']:<8} {lesson['category'] or '-':<14} {lesson['fix'][:70]}{flags}")
 
 
-def _embed_in_shared(store_label: str) -> None:
+def embed_in_shared(store_label: str) -> None:
     """A lesson written to a lab or cluster store gets its vector now, by its writer: the
     readers' recalls never write to shared stores (see `hpcmem lessons embed`)."""
     if store_label == "user":
@@ -45,7 +45,7 @@ def _embed_in_shared(store_label: str) -> None:
 
 def _done(lesson: dict[str, Any], verb: str, json_: bool) -> None:
     if lesson.get("status") not in ("rejected", "expired"):
-        _embed_in_shared(lesson["store"])
+        embed_in_shared(lesson["store"])
     if json_:
         emit_json(lesson)
         return

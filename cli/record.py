@@ -48,9 +48,9 @@ def record(
         valid_until=_date(valid_until),
     )
     if scope != "user":
-        from hpcmem.cli.lessons import _embed_in_shared
+        from hpcmem.cli.lessons import embed_in_shared
 
-        _embed_in_shared(scope)
+        embed_in_shared(scope)
     if json_:
         emit_json(lesson)
         return

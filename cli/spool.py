@@ -40,9 +40,9 @@ def ingest_spool(
 
         summary.learned = learn_from_history(store).as_dict()
     if scope != "user" and (summary.ingested or summary.learned):
-        from hpcmem.cli.lessons import _embed_in_shared
+        from hpcmem.cli.lessons import embed_in_shared
 
-        _embed_in_shared(scope)  # lessons learned into a shared store: its readers never embed them
+        embed_in_shared(scope)  # lessons learned into a shared store: its readers never embed them
     data = summary.as_dict()
     if json_:
         emit_json(data)

@@ -632,8 +632,8 @@ def _missing_output_dir(paths: list[str]) -> str | None:
 def _unwritable_output_dir(paths: list[str], uid: int | None, gid: int | None) -> str | None:
     """The directory of a log path the job's user may not write (by its mode bits: as root,
     os.access would answer for root). Such a job fails to launch like a missing one."""
-    if uid is None:
-        return None
+    if uid is None or uid == 0:
+        return None  # root may write anywhere
     import stat as stat_mod
 
     try:
@@ -649,8 +649,6 @@ def _unwritable_output_dir(paths: list[str], uid: int | None, gid: int | None) -
         try:
             st = os.stat(directory)
         except OSError:
-            continue
-        if uid == 0:
             continue
         if st.st_uid == uid:
             writable = st.st_mode & (stat_mod.S_IWUSR | stat_mod.S_IXUSR) == stat_mod.S_IWUSR | stat_mod.S_IXUSR

