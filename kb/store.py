@@ -244,7 +244,14 @@ class Store:
             raise StoreError(f"store '{self.name}' does not exist at {self.sqlite_path}")
         if self.dialect == "postgresql" and self.schema:
             self._ensure_pg_schema()
-        current = self.revision()
+        try:
+            current = self.revision()
+        except StoreError as exc:
+            if self.sqlite_path is None or "database is locked" not in str(exc):
+                raise
+            # Another process is creating or migrating this new file right now: wait for its
+            # migration lock below (upgrade re-reads the revision inside it).
+            current = None
         if current == SCHEMA_HEAD:
             return self
         self._check_known(current)
