@@ -37,7 +37,8 @@ def env_snapshot(
     json_: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Store the current environment (only when it changed since the latest snapshot)."""
-    from hpcmem.kb.environment import build_snapshot, latest_snapshot, save_snapshot
+    from hpcmem.ingest.environment import build_snapshot
+    from hpcmem.kb.environment import latest_snapshot, save_snapshot
     from hpcmem.kb.errors import InputError
 
     if live and (modules or partitions):

@@ -22,7 +22,8 @@ def revalidate(
 ) -> None:
     """Expire or flag lessons whose modules, partitions or limits changed; restore recovered ones."""
     from hpcmem.cli.env import read_text
-    from hpcmem.kb.environment import build_snapshot, latest_snapshot, save_snapshot
+    from hpcmem.ingest.environment import build_snapshot
+    from hpcmem.kb.environment import latest_snapshot, save_snapshot
     from hpcmem.kb.evidence import judge_recall_events
     from hpcmem.kb.revalidate import revalidate as run
 

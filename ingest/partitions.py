@@ -23,7 +23,8 @@ import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 
-from hpcmem.ingest.slurm_units import parse_duration, parse_size_mb, parse_tres
+from hpcmem.kb.env_snapshot import SINFO_FIELDS, PartitionInfo
+from hpcmem.kb.slurm_units import format_time_limit, parse_duration, parse_size_mb, parse_tres
 from hpcmem.kb.errors import InputError
 
 __all__ = [
@@ -36,55 +37,6 @@ __all__ = [
     "read_partitions",
     "live_partitions",
 ]
-
-# Fields a PartitionInfo read from sinfo really knows; the rest are None there.
-SINFO_FIELDS = ("state", "max_time_s", "total_nodes", "is_default")
-
-
-@dataclass(frozen=True)
-class PartitionInfo:
-    """One partition. Times in seconds, memory in MB (Slurm's MB = MiB)."""
-
-    name: str
-    state: str | None  # UP, DOWN, DRAIN, INACTIVE
-    max_time_s: int | None  # None: UNLIMITED
-    default_time_s: int | None  # None: NONE (MaxTime applies)
-    max_mem_per_node_mb: int | None  # None: UNLIMITED or not set
-    max_mem_per_cpu_mb: int | None
-    def_mem_per_cpu_mb: int | None
-    def_mem_per_node_mb: int | None
-    max_nodes: int | None  # None: UNLIMITED
-    total_cpus: int | None
-    total_nodes: int | None
-    tres: dict[str, str] = field(default_factory=dict)
-    allow_accounts: tuple[str, ...] | None = None  # None: ALL
-    deny_accounts: tuple[str, ...] = ()
-    allow_qos: tuple[str, ...] | None = None
-    deny_qos: tuple[str, ...] = ()
-    allow_groups: tuple[str, ...] | None = None
-    qos: str | None = None  # the partition QoS; None: N/A
-    is_default: bool = False
-    raw: dict[str, str] = field(default_factory=dict)
-    source: str = "scontrol"  # 'scontrol' or 'sinfo'
-
-    def to_dict(self) -> dict:
-        data = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            data[f.name] = list(value) if isinstance(value, tuple) else value
-        return data
-
-    @classmethod
-    def from_dict(cls, data: Mapping) -> PartitionInfo:
-        values = {}
-        try:
-            for f in fields(cls):
-                value = data[f.name]
-                values[f.name] = tuple(value) if isinstance(value, list) else value
-            return cls(**values)
-        except (KeyError, TypeError) as exc:
-            raise InputError(f"not a partition record: missing or bad {exc}") from exc
-
 
 # ---------------------------------------------------------------------------
 # Values
@@ -107,17 +59,6 @@ def parse_time_limit(text: str) -> int | None:
     if seconds is None:
         raise InputError("empty Slurm time limit")
     return int(seconds)
-
-
-def format_time_limit(seconds: int | None, none: str = "UNLIMITED") -> str:
-    """Seconds as scontrol prints a time limit: HH:MM:SS or D-HH:MM:SS."""
-    if seconds is None:
-        return none
-    days, rest = divmod(int(seconds), 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    clock = f"{hours:02d}:{minutes:02d}:{secs:02d}"
-    return f"{days}-{clock}" if days else clock
 
 
 def parse_memory_mb(text: str) -> int | None:

@@ -43,7 +43,7 @@ from itertools import chain
 from operator import itemgetter
 from typing import Any, NamedTuple
 
-from hpcmem.ingest.slurm_units import (
+from hpcmem.kb.slurm_units import (
     NULL_TOKENS,
     JobId,
     SlurmTimeParser,

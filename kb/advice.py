@@ -41,7 +41,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from hpcmem.ingest.partitions import format_time_limit
+from hpcmem.kb.slurm_units import format_time_limit
 
 __all__ = ["advice_for", "advised_categories", "round_up_memory", "round_up_time", "suggest_memory_mb",
            "suggest_time_s", "ADVICE"]

@@ -13,8 +13,8 @@ from typing import Any
 
 from sqlalchemy import select
 
-from hpcmem.ingest.env_snapshot import EnvSnapshot, diff_snapshots
-from hpcmem.kb.errors import InputError, NotFound
+from hpcmem.kb.env_snapshot import EnvSnapshot, diff_snapshots
+from hpcmem.kb.errors import NotFound
 from hpcmem.kb.models import EnvSnapshot as SnapshotRow
 from hpcmem.kb.store import Store
 
@@ -39,34 +39,6 @@ def _from_row(row: SnapshotRow) -> StoredSnapshot:
                            "modules": row.modules or {}, "partitions": row.partitions or {}})
     return StoredSnapshot(row.id, row.cluster, row.taken_at, row.source, EnvSnapshot.from_json(document),
                           row.content_hash)
-
-
-def build_snapshot(modules_text: str | None, partitions_text: str | None, *, live: bool,
-                   previous: StoredSnapshot | None) -> tuple[EnvSnapshot, str]:
-    """An EnvSnapshot from files and/or the live cluster; a missing half carries over."""
-    from hpcmem.ingest.lmod import live_modules, read_modules
-    from hpcmem.ingest.partitions import live_partitions, read_partitions
-
-    sources = []
-    if live:
-        modules, partitions = live_modules(), live_partitions()
-        sources.append("live: Lmod spider/avail, scontrol show partition")
-    else:
-        if modules_text is None and partitions_text is None:
-            raise InputError("give --modules FILE, --partitions FILE or --live")
-        modules = read_modules(modules_text) if modules_text is not None else None
-        partitions = read_partitions(partitions_text) if partitions_text is not None else None
-        if modules is None:
-            if previous is None:
-                raise InputError("no modules given and no earlier snapshot to carry them over from")
-            modules = previous.snapshot.modules
-            sources.append(f"modules carried over from snapshot {previous.id}")
-        if partitions is None:
-            if previous is None:
-                raise InputError("no partitions given and no earlier snapshot to carry them over from")
-            partitions = previous.snapshot.partitions
-            sources.append(f"partitions carried over from snapshot {previous.id}")
-    return EnvSnapshot(dict(modules), dict(partitions)), "; ".join(sources)
 
 
 def save_snapshot(store: Store, snapshot: EnvSnapshot, *, cluster: str, source: str) -> tuple[StoredSnapshot, bool]:

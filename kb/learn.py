@@ -85,8 +85,8 @@ from typing import Any, Iterator, Mapping, NamedTuple
 
 from sqlalchemy import DateTime, select, type_coerce, update
 
-from hpcmem.ingest.partitions import format_time_limit
-from hpcmem.ingest.slurm_units import parse_duration, parse_size_mb
+from hpcmem.kb.slurm_units import format_time_limit
+from hpcmem.kb.slurm_units import parse_duration, parse_size_mb
 from hpcmem.kb.actions import SBATCH_ALIASES, SBATCH_OPTIONS
 from hpcmem.kb.lessons import Condition, LessonDraft, audit, record_lesson
 from hpcmem.kb.models import JobRecord, Lesson, LessonEvidence, Occurrence, Signature

@@ -26,8 +26,8 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import selectinload
 
-from hpcmem.ingest.env_snapshot import EnvSnapshot
-from hpcmem.ingest.lmod import lmod_version_key
+from hpcmem.kb.env_snapshot import EnvSnapshot
+from hpcmem.kb.lmod_versions import lmod_version_key
 from hpcmem.kb.environment import StoredSnapshot, snapshot_at
 from hpcmem.kb.lessons import audit
 from hpcmem.kb.models import Lesson

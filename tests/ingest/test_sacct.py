@@ -24,7 +24,7 @@ from hpcmem.ingest.sacct import (
     sacct_available,
     sacct_version,
 )
-from hpcmem.ingest.slurm_units import (
+from hpcmem.kb.slurm_units import (
     SlurmTimeParser,
     gres_in_tres,
     parse_duration,

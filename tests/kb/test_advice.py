@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from hpcmem.ingest.env_snapshot import EnvSnapshot
+from hpcmem.kb.env_snapshot import EnvSnapshot
 from hpcmem.ingest.lmod import read_modules
 from hpcmem.ingest.partitions import read_partitions
 from hpcmem.kb.actions import validate_action

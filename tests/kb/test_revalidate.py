@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select, update
 
-from hpcmem.kb.environment import build_snapshot, latest_snapshot, save_snapshot
+from hpcmem.ingest.environment import build_snapshot
+from hpcmem.kb.environment import latest_snapshot, save_snapshot
 from hpcmem.kb.evidence import confidence, feedback, judge_recall_events
 from hpcmem.kb.lessons import Condition, LessonDraft, record_lesson
 from hpcmem.kb.models import AuditEntry, Lesson, RecallEvent

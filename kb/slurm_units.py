@@ -281,3 +281,14 @@ def _non_negative_int(text: str, whole: str) -> int:
     if not text.isdigit():
         raise ValueError(f"not a number in {whole!r}")
     return int(text)
+
+
+def format_time_limit(seconds: int | None, none: str = "UNLIMITED") -> str:
+    """Seconds as scontrol prints a time limit: HH:MM:SS or D-HH:MM:SS."""
+    if seconds is None:
+        return none
+    days, rest = divmod(int(seconds), 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    clock = f"{hours:02d}:{minutes:02d}:{secs:02d}"
+    return f"{days}-{clock}" if days else clock

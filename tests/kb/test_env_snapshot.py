@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hpcmem.ingest.env_snapshot import (
+from hpcmem.kb.env_snapshot import (
     DefaultChange,
     EnvSnapshot,
     ModuleVersionChange,

@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import asdict, dataclass, field, fields
 
-from hpcmem.ingest.lmod import ModuleInfo, sort_versions
-from hpcmem.ingest.partitions import SINFO_FIELDS, PartitionInfo, format_time_limit
 from hpcmem.kb.errors import InputError
+from hpcmem.kb.lmod_versions import sort_versions
+from hpcmem.kb.slurm_units import format_time_limit
 
 __all__ = [
     "EnvSnapshot",
@@ -39,6 +39,112 @@ __all__ = [
     "PartitionLimitChange",
     "diff_snapshots",
 ]
+
+
+# The parts of a snapshot, as the readers in ingest.lmod and ingest.partitions build them.
+
+@dataclass(frozen=True)
+class ModuleInfo:
+    """One module name. ``versions`` is in Lmod order (lowest first); ``default`` is
+    the version ``module load name`` picks (None when the module has no versions);
+    ``marked_default`` is True when a site marked it rather than Lmod picking the
+    highest version."""
+
+    name: str
+    versions: tuple[str, ...]
+    default: str | None
+    marked_default: bool
+
+    def to_dict(self) -> dict:
+        return {
+            "name": self.name,
+            "versions": list(self.versions),
+            "default": self.default,
+            "marked_default": self.marked_default,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> ModuleInfo:
+        try:
+            return cls(
+                name=str(data["name"]),
+                versions=tuple(str(v) for v in data["versions"]),
+                default=None if data["default"] is None else str(data["default"]),
+                marked_default=bool(data["marked_default"]),
+            )
+        except (KeyError, TypeError) as exc:
+            raise InputError(f"not a module record: {exc}") from exc
+
+
+class ModuleSnapshot(Mapping[str, ModuleInfo]):
+    """Module name -> ModuleInfo, sorted by name, plus the format it was read from
+    (``source``: 'terse-avail', 'avail', 'spider-json' or 'software-page')."""
+
+    def __init__(self, modules: Mapping[str, ModuleInfo], source: str):
+        self._modules = {name: modules[name] for name in sorted(modules)}
+        self.source = source
+
+    def __getitem__(self, name: str) -> ModuleInfo:
+        return self._modules[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._modules)
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __repr__(self) -> str:
+        return f"ModuleSnapshot({len(self)} modules, source={self.source!r})"
+
+
+# Fields a PartitionInfo read from sinfo really knows; the rest are None there.
+SINFO_FIELDS = ("state", "max_time_s", "total_nodes", "is_default")
+
+
+@dataclass(frozen=True)
+class PartitionInfo:
+    """One partition. Times in seconds, memory in MB (Slurm's MB = MiB)."""
+
+    name: str
+    state: str | None  # UP, DOWN, DRAIN, INACTIVE
+    max_time_s: int | None  # None: UNLIMITED
+    default_time_s: int | None  # None: NONE (MaxTime applies)
+    max_mem_per_node_mb: int | None  # None: UNLIMITED or not set
+    max_mem_per_cpu_mb: int | None
+    def_mem_per_cpu_mb: int | None
+    def_mem_per_node_mb: int | None
+    max_nodes: int | None  # None: UNLIMITED
+    total_cpus: int | None
+    total_nodes: int | None
+    tres: dict[str, str] = field(default_factory=dict)
+    allow_accounts: tuple[str, ...] | None = None  # None: ALL
+    deny_accounts: tuple[str, ...] = ()
+    allow_qos: tuple[str, ...] | None = None
+    deny_qos: tuple[str, ...] = ()
+    allow_groups: tuple[str, ...] | None = None
+    qos: str | None = None  # the partition QoS; None: N/A
+    is_default: bool = False
+    raw: dict[str, str] = field(default_factory=dict)
+    source: str = "scontrol"  # 'scontrol' or 'sinfo'
+
+    def to_dict(self) -> dict:
+        data = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            data[f.name] = list(value) if isinstance(value, tuple) else value
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> PartitionInfo:
+        values = {}
+        try:
+            for f in fields(cls):
+                value = data[f.name]
+                values[f.name] = tuple(value) if isinstance(value, list) else value
+            return cls(**values)
+        except (KeyError, TypeError) as exc:
+            raise InputError(f"not a partition record: missing or bad {exc}") from exc
+
 
 SNAPSHOT_FORMAT = "hpcmem-env-snapshot"
 SNAPSHOT_VERSION = 1
