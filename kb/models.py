@@ -91,7 +91,10 @@ class Occurrence(Base):
     __table_args__ = (
         UniqueConstraint("cluster", "job_id"),
         Index(None, "user_name", "signature_id"),
-        Index(None, "end_time"),
+        # Both cover the dashboard's queries (kb/trends.py, migration 0005): failures per week
+        # read (end_time, signature_id); recurrence groups by (signature, user).
+        Index(None, "end_time", "signature_id"),
+        Index(None, "signature_id", "user_name", "end_time", "account"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
