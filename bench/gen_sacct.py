@@ -13,6 +13,12 @@ with the batch step CANCELLED 0:15; Timelimit `UNLIMITED` / `Partition_Limit`; E
 `Unknown` for running jobs, Start `None` and NodeList `None assigned` for pending ones.
 The lab cluster runs Slurm 23.11 with PrologFlags=Contain (so every started job has an
 extern step), times in UTC. Output is deterministic for a given seed.
+
+``--profile short`` writes the same jobs in the field list of the real Slurm 22.05 dump
+(shared/reference/real-slurm/sacct/sacct-parsable2.txt, data/samples/sacct/
+real-22.05-parsable2.psv: 18 fields, no TRES, no Cluster) from a cluster without
+PrologFlags=Contain (no extern steps): about 150 bytes a row, a third of the rows
+allocations - the shape of the dump in issue 14 (10^6 rows, 156 MB).
 """
 
 from __future__ import annotations
@@ -28,7 +34,24 @@ from pathlib import Path
 from hpcmem.ingest.sacct import SACCT_FIELDS
 
 CLUSTER = "lab"
-_AT = {name: i for i, name in enumerate(SACCT_FIELDS)}
+
+# The field list of the real Slurm 22.05 `sacct --parsable2` dump (shared/reference/real-slurm).
+SHORT_FIELDS: tuple[str, ...] = (
+    "JobID", "JobName", "User", "Account", "Partition", "State", "ExitCode", "DerivedExitCode",
+    "Elapsed", "Timelimit", "ReqMem", "MaxRSS", "NodeList", "Submit", "Start", "End", "WorkDir",
+    "SubmitLine",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Which columns a dump has, and whether the cluster gives every job an extern step."""
+
+    fields: tuple[str, ...]
+    extern_steps: bool = True
+
+
+PROFILES = {"full": Layout(SACCT_FIELDS), "short": Layout(SHORT_FIELDS, extern_steps=False)}
 
 
 # -- formatting as sacct does ------------------------------------------------------
@@ -77,11 +100,9 @@ def tres(cpus: int, mem_mb: int, nodes: int, gpus: int = 0, gpu_type: str | None
     return ",".join(items)
 
 
-def row(**cells: str) -> str:
-    values = [""] * len(SACCT_FIELDS)
-    for name, value in cells.items():
-        values[_AT[name]] = value
-    return "|".join(values)
+def row(fields: tuple[str, ...], **cells: str) -> str:
+    """One line with ``cells`` in the columns ``fields`` (cells of other columns are left out)."""
+    return "|".join([cells.get(name, "") for name in fields])
 
 
 # -- the job model -------------------------------------------------------------------
@@ -140,7 +161,7 @@ class Job:
     steps: list[Step] = field(default_factory=list)
 
 
-def job_rows(job: Job, now: datetime) -> list[str]:
+def job_rows(job: Job, now: datetime, layout: Layout = PROFILES["full"]) -> list[str]:
     """The allocation row and step rows sacct prints for one job."""
     started = job.start is not None
     elapsed = 0
@@ -150,7 +171,7 @@ def job_rows(job: Job, now: datetime) -> list[str]:
     alloc_tres = tres(job.cpus, job.mem_mb, job.nnodes, job.gpus, job.gpu_type) if started else ""
     rows = [
         row(
-            JobID=job.job_id, JobIDRaw=job.job_id_raw, Cluster=CLUSTER, JobName=job.name,
+            layout.fields, JobID=job.job_id, JobIDRaw=job.job_id_raw, Cluster=CLUSTER, JobName=job.name,
             User=job.user.name, UID=str(job.user.uid), Account=job.user.account,
             Group=job.user.group, Partition=job.partition, QOS=job.qos, State=job.state,
             ExitCode=job.exit, DerivedExitCode=job.derived, Reason=job.reason,
@@ -167,11 +188,13 @@ def job_rows(job: Job, now: datetime) -> list[str]:
         )
     ]  # fmt: skip
     for step in job.steps:
+        if step.step_id == "extern" and not layout.extern_steps:
+            continue
         step_elapsed = int(((step.end or now) - step.start).total_seconds())
         nodes = job.nnodes if step.step_id != "batch" else 1
         rows.append(
             row(
-                JobID=f"{job.job_id}.{step.step_id}", JobIDRaw=f"{job.job_id_raw}.{step.step_id}",
+                layout.fields, JobID=f"{job.job_id}.{step.step_id}", JobIDRaw=f"{job.job_id_raw}.{step.step_id}",
                 Cluster=CLUSTER, JobName=step.name, Account=job.user.account,
                 State=step.state, ExitCode=step.exit, Submit=fmt_time(step.start),
                 Start=fmt_time(step.start), End=fmt_time(step.end),
@@ -464,9 +487,10 @@ def random_spec(rng: random.Random, submit: datetime) -> Spec:
 class Cluster:
     """Hands out job ids in submission order and renders jobs."""
 
-    def __init__(self, first_id: int, now: datetime, seed: int):
+    def __init__(self, first_id: int, now: datetime, seed: int, layout: Layout = PROFILES["full"]):
         self.next_id = first_id
         self.now = now
+        self.layout = layout
         self.rng = random.Random(seed)
         self.entries: list[tuple[int, list[str]]] = []
 
@@ -477,7 +501,7 @@ class Cluster:
     def submit(self, spec: Spec) -> str:
         job_id = str(self.take_id())
         job = build(spec, job_id, job_id, self.now, self.rng)
-        self.entries.append((int(job_id), job_rows(job, self.now)))
+        self.entries.append((int(job_id), job_rows(job, self.now, self.layout)))
         return job_id
 
     def submit_array(self, spec: Spec, tasks: int, outcomes: dict[int, str], pending_from: int | None = None) -> str:
@@ -494,11 +518,11 @@ class Cluster:
             task_spec.run_s = int(spec.run_s * self.rng.uniform(0.8, 1.2))
             task_spec.rss_mb = spec.rss_mb * self.rng.uniform(0.85, 1.1)
             job = build(task_spec, f"{array_id}_{task}", str(raw), self.now, self.rng)
-            rows += job_rows(job, self.now)
+            rows += job_rows(job, self.now, self.layout)
         if pending_from is not None:
             pending = Spec(**{**spec.__dict__, "outcome": "pending", "reason": "JobArrayTaskLimit"})
             job = build(pending, f"{array_id}_[{pending_from}-{tasks}]", str(array_id), self.now, self.rng)
-            rows += job_rows(job, self.now)
+            rows += job_rows(job, self.now, self.layout)
         self.entries.append((array_id, rows))
         return str(array_id)
 
@@ -517,12 +541,12 @@ class Cluster:
             job.submit_line = submit_line
             if offset:
                 job.steps = [step for step in job.steps if step.step_id != "batch"]
-            rows += job_rows(job, self.now)
+            rows += job_rows(job, self.now, self.layout)
         self.entries.append((het_id, rows))
         return str(het_id)
 
     def lines(self) -> list[str]:
-        header = "|".join(SACCT_FIELDS)
+        header = "|".join(self.layout.fields)
         out = [header]
         for _, rows in sorted(self.entries, key=lambda entry: entry[0]):
             out += rows
@@ -674,12 +698,14 @@ def lab_week() -> tuple[list[str], dict[str, str]]:
     return lab.lines(), ids
 
 
-def generate(rows: int, seed: int = 7):
-    """Yield about `rows` lines (header first) of a busy cluster's sacct dump."""
+def generate(rows: int, seed: int = 7, profile: str = "full"):
+    """Yield about `rows` lines (header first) of a busy cluster's sacct dump, in the
+    layout of ``PROFILES[profile]``."""
     rng = random.Random(seed)
     now = datetime(2026, 12, 1, 0, 0, 0)
-    cluster = Cluster(first_id=1_000_001, now=now, seed=seed)
-    yield "|".join(SACCT_FIELDS)
+    layout = PROFILES[profile]
+    cluster = Cluster(first_id=1_000_001, now=now, seed=seed, layout=layout)
+    yield "|".join(layout.fields)
     produced = 0
     t = now - timedelta(days=180)
     while produced < rows:
@@ -703,6 +729,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("rows", nargs="?", type=int, help="number of rows to generate")
     parser.add_argument("out", type=Path)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--profile", choices=sorted(PROFILES), default="full",
+                        help="field layout: full (hpcmem's --live fields) or short (real 22.05 dump)")
     parser.add_argument("--lab-week", action="store_true", help="write the scripted lab week")
     args = parser.parse_args(argv)
     with args.out.open("w", encoding="utf-8") as fh:
@@ -714,7 +742,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             if args.rows is None:
                 parser.error("ROWS is required without --lab-week")
-            for line in generate(args.rows, args.seed):
+            for line in generate(args.rows, args.seed, args.profile):
                 fh.write(line + "\n")
     return 0
 
@@ -723,15 +751,16 @@ if __name__ == "__main__":
     raise SystemExit(main())
 
 
-def cached_input(rows: int, seed: int) -> Path:
+def cached_input(rows: int, seed: int, profile: str = "full") -> Path:
     """A generated dump in the temp directory, reused across runs. Its name carries a hash
     of this generator and of the field list, so a changed generator never reuses a stale file."""
     digest = hashlib.sha256(Path(__file__).read_bytes() + "|".join(SACCT_FIELDS).encode()).hexdigest()[:12]
-    path = Path(tempfile.gettempdir()) / f"hpcmem-sacct-{rows}-{seed}-{digest}.psv"
+    name = f"hpcmem-sacct-{rows}-{seed}-{digest}.psv" if profile == "full" else f"hpcmem-sacct-{profile}-{rows}-{seed}-{digest}.psv"
+    path = Path(tempfile.gettempdir()) / name
     if not path.exists():
         tmp = path.with_name(f".{path.name}.{random.getrandbits(32):08x}.tmp")
         with open(tmp, "w", encoding="utf-8") as fh:
-            for line in generate(rows, seed):
+            for line in generate(rows, seed, profile):
                 fh.write(line + "\n")
         tmp.rename(path)
     return path

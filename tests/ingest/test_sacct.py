@@ -711,6 +711,16 @@ def test_generated_rows_parse_cleanly(monkeypatch):
     assert reader.jobs + reader.steps == reader.rows_read
     assert 0 < sum(job.is_failure for job in jobs) < len(jobs)
 
+    # The short profile: the real 22.05 dump's field list, no extern steps.
+    short = list(gen.generate(3000, seed=11, profile="short"))
+    assert short[0] == "|".join(gen.SHORT_FIELDS)
+    reader = SacctReader(iter(short), tz=UTC)
+    short_jobs = list(reader)
+    assert reader.issue_count == 0 and reader.rows_read == len(short) - 1
+    assert [job.job_id for job in short_jobs[: len(jobs)]] == [job.job_id for job in jobs]  # the same jobs
+    assert not any(step.step_id == "extern" for job in short_jobs for step in job.steps)
+    assert 0.3 < len(short_jobs) / reader.rows_read < 0.4  # a third of the rows are allocations
+
 
 # -- running sacct ---------------------------------------------------------------------
 
