@@ -15,7 +15,7 @@ $(BIN)/python:
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q --upgrade pip setuptools wheel
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[ml,agents,test,bench]'
+	$(BIN)/pip install -q -e '.[ml,agents,web,test,bench]'
 	touch $(STAMP)
 
 # The ONNX export lets queries encode without torch; made once, verified on every run.

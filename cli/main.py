@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from hpcmem import __version__
-from hpcmem.cli import access, config_cmd, db, env, epilog, fingerprint, ingest, learn, lessons, mcp_server, model, recall, record, revalidate, spool, stores
+from hpcmem.cli import access, config_cmd, db, env, epilog, fingerprint, ingest, learn, lessons, mcp_server, model, recall, record, revalidate, serve, spool, stores
 from hpcmem.cli._errors import EXIT_ERROR, report_error
 from hpcmem.cli._state import STATE
 
@@ -36,6 +36,7 @@ app.add_typer(config_cmd.app, name="config")
 app.command("stores")(stores.stores)
 app.add_typer(model.app, name="model")
 app.command("mcp")(mcp_server.mcp)
+app.command("serve")(serve.serve)
 
 
 def _version(value: bool) -> None:

@@ -50,7 +50,7 @@ from hpcmem.kb.lessons import (
     record_lesson,
     safety_flags,
 )
-from hpcmem.kb.models import LESSON_STATUSES, AuditEntry, Lesson, LessonCondition, Occurrence
+from hpcmem.kb.models import LESSON_STATUSES, AuditEntry, Lesson, LessonAlias, LessonCondition, Occurrence
 from hpcmem.kb.safety import INJECTION_CODES, detect_injection
 from hpcmem.kb.stack import StoreStack
 from hpcmem.kb.store import Store
@@ -221,7 +221,7 @@ def show_lesson(stack: StoreStack, ident: str, scope: str | None = None) -> dict
 
 def edit_lesson(stack: StoreStack, ident: str, *, actor: str, cause: str | None = None, fix: str | None = None,
                 context: str | None = None, actions: list[str] | None = None,
-                scope: str | None = None) -> dict[str, Any]:
+                scope: str | None = None, reason: str | None = None) -> dict[str, Any]:
     """Change a lesson's text or actions; the new text passes the whole gate again."""
     if cause is None and fix is None and context is None and actions is None:
         raise InputError("nothing to edit: give --cause, --fix, --context or --action")
@@ -243,7 +243,7 @@ def edit_lesson(stack: StoreStack, ident: str, *, actor: str, cause: str | None 
         lesson.updated_at = utcnow()
         session.flush()
         after = lesson_to_dict(lesson)
-        audit(session, actor, "edit", lesson.id, before, after)
+        audit(session, actor, "edit", lesson.id, before, after, reason=clean_text(reason, 500) or None)
     return after | {"store": scope_label(store)}
 
 
@@ -541,7 +541,7 @@ def promote_lesson(stack: StoreStack, ident: str, *, actor: str, to: str = "clus
 
 
 def merge_lessons(stack: StoreStack, first: str, second: str, *, actor: str, keep: str | None = None,
-                  scope: str | None = None) -> dict[str, Any]:
+                  scope: str | None = None, reason: str | None = None) -> dict[str, Any]:
     """Combine two duplicate lessons of one store: the kept one gains the other's evidence."""
     store_a, id_a = find_lesson(stack, first, scope)
     store_b, id_b = find_lesson(stack, second, scope)
@@ -582,8 +582,9 @@ def merge_lessons(stack: StoreStack, first: str, second: str, *, actor: str, kee
         dropped.status_reason = f"merged into {kept.id}"
         session.flush()
         after_kept, after_dropped = lesson_to_dict(kept), lesson_to_dict(dropped)
-        audit(session, actor, "merge", kept.id, before_kept, after_kept, reason=f"merged {dropped.id} into it")
-        audit(session, actor, "merge", dropped.id, before_dropped, after_dropped, reason=f"merged into {kept.id}")
+        why = f": {clean_text(reason, 500)}" if reason and reason.strip() else ""
+        audit(session, actor, "merge", kept.id, before_kept, after_kept, reason=f"merged {dropped.id} into it{why}")
+        audit(session, actor, "merge", dropped.id, before_dropped, after_dropped, reason=f"merged into {kept.id}{why}")
     return after_kept | {"store": scope_label(store_a), "merged": drop_id, "evidence_moved": len(moved),
                          "conditions_added": added, "aliases_added": aliases_added}
 
@@ -610,8 +611,12 @@ def review_queue(stack: StoreStack, scope: str | None = None) -> list[dict[str, 
             candidates = session.scalars(select(Lesson).where(Lesson.status == "candidate").options(*opts)
                                          .order_by(Lesson.created_at)).all()
             for lesson in candidates:
+                # the same failure: the candidate's fingerprint or one of its known variants, on
+                # either side (another lesson's own fingerprint or one of its aliases)
+                known = {lesson.fingerprint, *(a.fingerprint for a in lesson.aliases)}
+                aliased = select(LessonAlias.lesson_id).where(LessonAlias.fingerprint.in_(known))
                 others = session.scalars(select(Lesson).where(
-                    Lesson.fingerprint == lesson.fingerprint, Lesson.id != lesson.id,
+                    or_(Lesson.fingerprint.in_(known), Lesson.id.in_(aliased)), Lesson.id != lesson.id,
                     Lesson.status.not_in(("rejected", "expired"))).options(*opts)).all()
                 item = _summary(store, lesson)
                 item["evidence_summary"] = dict(Counter(e.kind for e in lesson.evidence))
