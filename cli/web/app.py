@@ -39,7 +39,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from hpcmem.cli.web import charts
-from hpcmem.kb.errors import HpcmemError, InputError, NotFound, PermissionDenied
+from hpcmem.kb.errors import HpcmemError, InputError, NotFound, PermissionDenied, StoreError
 from hpcmem.kb.redact import redact_text
 from hpcmem.kb.trust import trust_level
 
@@ -142,7 +142,7 @@ def _templates() -> Environment:
     return env
 
 
-STATUS_FOR = ((PermissionDenied, 403), (NotFound, 404), (InputError, 400))
+STATUS_FOR = ((PermissionDenied, 403), (NotFound, 404), (InputError, 400), (StoreError, 503))
 
 
 def _status(exc: HpcmemError) -> int:
