@@ -10,19 +10,26 @@ A message from a job log is more specific than one synthesised from a sacct stat
 an occurrence that already has a log excerpt keeps its log-derived signature when sacct
 data for the same job arrives later; the log wins in either order.
 
-Rows go through SQLAlchemy Core (executemany), not ORM objects: ingesting a million
-sacct rows must fit in a minute.
+Bulk rows (job records, new occurrences) go to the database as tuples through the
+driver's own ``executemany`` on the session's connection, inside its transaction: a
+million sacct rows must ingest at a small multiple of reading the file (issue 14), and
+SQLAlchemy's per-row parameter processing cost more than SQLite's inserts. Values are
+converted the way the models' column types store them (``_binders``: datetimes as naive
+UTC, SQLite's text form on SQLite; JSON as text or JSONB; booleans as bool);
+tests/kb/test_recorder.py checks the rows against what SQLAlchemy writes. The few
+per-batch statements (signature lookups, counts, updates) stay SQLAlchemy Core.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
-from sqlalchemy import bindparam, select, update
+from sqlalchemy import JSON, Boolean, bindparam, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from hpcmem.kb.models import JobRecord, Occurrence, Signature
@@ -30,12 +37,15 @@ from hpcmem.kb.redact import redact
 from hpcmem.kb.signatures import FailureSignature as SignatureKey
 from hpcmem.kb.signatures import signature_of_block
 from hpcmem.kb.store import Store
-from hpcmem.kb.types import utcnow
+from hpcmem.kb.types import UTCDateTime, utcnow
 
 JOB_COLUMNS = tuple(c.name for c in JobRecord.__table__.columns if c.name != "id")
 OCCURRENCE_COLUMNS = tuple(
     c.name for c in Occurrence.__table__.columns if c.name not in ("id", "signature_id", "observed_at")
 )
+# What a new occurrence row holds, in this order.
+_NEW_OCCURRENCE_COLUMNS = (*OCCURRENCE_COLUMNS, "signature_id", "observed_at")
+_UTC = dt.timezone.utc
 # Free text that can carry secrets (tokens in submit lines, passwords in logs).
 REDACTED_FIELDS = ("message", "log_excerpt", "submit_line", "job_name", "work_dir", "log_path")
 # Ids per IN (...) query; well under SQLite's variable limit.
@@ -53,6 +63,45 @@ def _redact_cached(value: str) -> tuple[str, int]:
     # Submit lines, work dirs and job names repeat across a user's many jobs.
     result = redact(value)
     return result.text, result.count
+
+
+def _sqlite_time(value: dt.datetime | None) -> str | None:
+    # UTCDateTime, then SQLAlchemy's SQLite DATETIME storage format (isoformat with
+    # microseconds is the same text, year zero-padded).
+    if value is None:
+        return None
+    if value.tzinfo is not None:
+        value = value.astimezone(_UTC).replace(tzinfo=None)
+    return value.isoformat(" ", "microseconds")
+
+
+def _naive_utc(value: dt.datetime | None) -> dt.datetime | None:
+    if value is None or value.tzinfo is None:
+        return value
+    return value.astimezone(_UTC).replace(tzinfo=None)
+
+
+def _binder(column, dialect: str) -> Callable[[Any], Any] | None:
+    """How a Python value of ``column`` goes to the driver, as its SQLAlchemy type would
+    bind it; None when it goes as it is."""
+    kind = column.type
+    if isinstance(kind, UTCDateTime):
+        return _sqlite_time if dialect == "sqlite" else _naive_utc
+    if isinstance(kind, JSON) or isinstance(getattr(kind, "impl", None), JSON):
+        # SQLAlchemy's JSON stores None as JSON null, not SQL NULL (none_as_null=False).
+        if dialect == "postgresql":
+            from psycopg.types.json import Jsonb
+
+            return Jsonb
+        return json.dumps
+    if isinstance(kind, Boolean):
+        return bool  # job_records.failed: a row that does not say is not a failure
+    return None
+
+
+def _binders(table, columns: tuple[str, ...], dialect: str) -> list[tuple[int, Callable[[Any], Any]]]:
+    found = ((i, _binder(table.c[name], dialect)) for i, name in enumerate(columns))
+    return [(i, bind) for i, bind in found if bind is not None]
 
 
 @dataclass
@@ -90,16 +139,27 @@ class Recorder:
         self.store = store
         self.batch_size = batch_size
         self.stats = RecordStats()
-        self._jobs: dict[tuple[str, str], dict[str, Any]] = {}
+        # job rows as the tuples the upsert binds (JOB_COLUMNS order), failures as dicts
+        self._jobs: dict[tuple[str, str], tuple[Any, ...]] = {}
         self._failures: dict[tuple[str, str], dict[str, Any]] = {}
-        insert = postgresql.insert if store.dialect == "postgresql" else sqlite.insert
-        self._insert = insert
+        dialect = store.dialect
+        self._insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+        self._mark = "%s" if dialect == "postgresql" else "?"  # the driver's paramstyle
+        self._job_binders = _binders(JobRecord.__table__, JOB_COLUMNS, dialect)
+        self._occurrence_binders = _binders(Occurrence.__table__, _NEW_OCCURRENCE_COLUMNS, dialect)
+        self._occurrence_table = Occurrence.__table__
+        self._dialect = dialect
 
     # -- input ------------------------------------------------------------------------
     def add(self, job: dict[str, Any] | None, failure: dict[str, Any] | None = None) -> None:
         """Queue one job row and, for a failed job, its occurrence row (with ``message``)."""
         if job is not None:
-            self._jobs[(job["cluster"], job["job_id"])] = self._redacted(job)
+            self._redacted(job)
+            get = job.get
+            values = [get(c) for c in JOB_COLUMNS]
+            for i, bind in self._job_binders:
+                values[i] = bind(values[i])
+            self._jobs[(job["cluster"], job["job_id"])] = values
             self.stats.jobs += 1
         if failure is not None:
             self._failures[(failure["cluster"], failure["job_id"])] = self._redacted(failure)
@@ -130,20 +190,16 @@ class Recorder:
             if failures:
                 self._write_failures(conn, failures)
 
-    def _upsert_jobs(self, conn, jobs: list[dict[str, Any]]) -> None:
-        rows = [{c: job.get(c) for c in JOB_COLUMNS} for job in jobs]
-        for row in rows:
-            row["failed"] = bool(row["failed"])
-        from sqlalchemy import func
+    def _executemany(self, conn, sql: str, rows: list) -> None:
+        """``executemany`` on the driver connection inside the session's transaction."""
+        cursor = conn.connection.dbapi_connection.cursor()
+        try:
+            cursor.executemany(sql, rows)
+        finally:
+            cursor.close()
 
-        table = JobRecord.__table__
-        stmt = self._insert(table)
-        # Merge, never erase: an epilog event knows less than sacct and may arrive later.
-        stmt = stmt.on_conflict_do_update(
-            index_elements=["cluster", "job_id"],
-            set_={c: func.coalesce(stmt.excluded[c], table.c[c]) for c in JOB_COLUMNS if c not in ("cluster", "job_id")},
-        )
-        conn.execute(stmt, rows)
+    def _upsert_jobs(self, conn, jobs: list[tuple[Any, ...]]) -> None:
+        self._executemany(conn, _job_upsert_sql(self._mark), jobs)
 
     def _write_failures(self, conn, failures: list[dict[str, Any]]) -> None:
         keys = {(f["cluster"], f["job_id"]): _signature(f.get("message") or f"job state {f.get('state') or 'FAILED'}")
@@ -160,7 +216,10 @@ class Recorder:
                 row["state"] = row.get("state") or "FAILED"  # a log alone says the job failed
                 row["signature_id"] = sig_id
                 row["observed_at"] = utcnow()
-                inserts.append(row)
+                values = [row[c] for c in _NEW_OCCURRENCE_COLUMNS]
+                for i, bind in self._occurrence_binders:
+                    values[i] = bind(values[i])
+                inserts.append(values)
                 delta[sig_id] += 1
                 continue
             old_id, old_sig, old_has_log = old
@@ -179,13 +238,25 @@ class Recorder:
             row["_id"] = old_id
             updates.append(row)
         if inserts:
-            conn.execute(Occurrence.__table__.insert(), inserts)
+            self._executemany(conn, _occurrence_insert_sql(self._mark), inserts)
             self.stats.occurrences_new += len(inserts)
-        for row in updates:  # rows differ in which columns they carry; few in practice
-            oid = row.pop("_id")
-            conn.execute(update(Occurrence.__table__).where(Occurrence.__table__.c.id == oid).values(**row))
+        self._update_occurrences(conn, updates)
         self.stats.occurrences_updated += len(updates)
         self._apply_counts(conn, delta, failures, keys, sig_ids)
+
+    def _update_occurrences(self, conn, updates: list[dict[str, Any]]) -> None:
+        """UPDATE known occurrences, one executemany per set of columns the rows carry."""
+        groups: dict[tuple[str, ...], list[list[Any]]] = {}
+        for row in updates:
+            oid = row.pop("_id")
+            groups.setdefault(tuple(row), []).append([*row.values(), oid])
+        table = self._occurrence_table
+        for columns, rows in groups.items():
+            for i, bind in _binders(table, columns, self._dialect):
+                for values in rows:
+                    values[i] = bind(values[i])
+            assignments = ", ".join(f"{c} = {self._mark}" for c in columns)
+            self._executemany(conn, f"UPDATE occurrences SET {assignments} WHERE id = {self._mark}", rows)
 
     def _ensure_signatures(self, conn, failures, keys: dict[str, SignatureKey]) -> dict[str, int]:
         table = Signature.__table__
@@ -267,6 +338,23 @@ class Recorder:
     def close(self) -> RecordStats:
         self.flush()
         return self.stats
+
+
+@lru_cache(maxsize=2)
+def _job_upsert_sql(mark: str) -> str:
+    # Merge, never erase: an epilog event knows less than sacct and may arrive later.
+    columns = ", ".join(JOB_COLUMNS)
+    merge = ", ".join(f"{c} = coalesce(excluded.{c}, job_records.{c})" for c in JOB_COLUMNS
+                      if c not in ("cluster", "job_id"))
+    marks = ", ".join([mark] * len(JOB_COLUMNS))
+    return (f"INSERT INTO job_records ({columns}) VALUES ({marks}) "
+            f"ON CONFLICT (cluster, job_id) DO UPDATE SET {merge}")
+
+
+@lru_cache(maxsize=2)
+def _occurrence_insert_sql(mark: str) -> str:
+    marks = ", ".join([mark] * len(_NEW_OCCURRENCE_COLUMNS))
+    return f"INSERT INTO occurrences ({', '.join(_NEW_OCCURRENCE_COLUMNS)}) VALUES ({marks})"
 
 
 def _times_by_fingerprint(failures, keys) -> dict[str, tuple[dt.datetime, dt.datetime]]:
