@@ -6,12 +6,28 @@ import json
 import sys
 from typing import Any
 
-from rich.console import Console
+
+
+class _LazyConsole:
+    """A rich Console made on first use: `recall --json` and `record --json` print no
+    rich output and should not pay for importing rich (about 15 ms)."""
+
+    def __init__(self, **options: Any) -> None:
+        self._options = options
+        self._console = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(**self._options)
+        return getattr(self._console, name)
+
 
 # Markup and emoji codes are off: job names, logs and lessons are user data, and text
 # like "[red]" or ":cd:" in them must print as it is.
-stdout = Console(soft_wrap=True, markup=False, emoji=False, highlight=False)
-stderr = Console(stderr=True, soft_wrap=True, markup=False, emoji=False, highlight=False)
+stdout = _LazyConsole(soft_wrap=True, markup=False, emoji=False, highlight=False)
+stderr = _LazyConsole(stderr=True, soft_wrap=True, markup=False, emoji=False, highlight=False)
 
 
 def styled(markup: str):

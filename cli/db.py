@@ -80,3 +80,9 @@ def db_history(json_: bool = typer.Option(False, "--json", help="Machine-readabl
     for rev in revisions:
         table.add_row(rev["revision"], rev["down_revision"] or "-", rev["message"])
     stdout.print(table)
+
+
+# `db grant` lives with the other access-control code; same group.
+from hpcmem.cli.access import db_grant  # noqa: E402
+
+app.command("grant")(db_grant)

@@ -147,3 +147,9 @@ def _report(summary, json_: bool) -> None:
     total = data.get("issue_count", data.get("skipped", 0))
     if total > shown:
         stdout.print(f"  ... and {total - shown} more")
+
+
+# `ingest spool` lives in its own module (the spool's operator commands); same group.
+from hpcmem.cli.spool import ingest_spool  # noqa: E402
+
+app.command("spool")(ingest_spool)

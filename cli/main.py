@@ -2,41 +2,90 @@
 
 from __future__ import annotations
 
+import importlib
 import sys
 from typing import Optional
 
 import typer
 
 from hpcmem import __version__
-from hpcmem.cli import access, config_cmd, db, env, epilog, fingerprint, ingest, learn, lessons, mcp_server, model, recall, record, revalidate, serve, spool, stores
 from hpcmem.cli._errors import EXIT_ERROR, report_error
 from hpcmem.cli._state import STATE
 
-app = typer.Typer(
-    name="hpcmem",
-    help="Failure memory for Slurm clusters: record, recall and revalidate lessons from failed jobs.",
-    no_args_is_help=True,
-    pretty_exceptions_show_locals=False,  # DSNs and secrets must never reach a traceback
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
-app.command("recall")(recall.recall)
-app.command("record")(record.record)
-app.command("learn")(learn.learn)
-app.command("revalidate")(revalidate.revalidate)
-app.command("feedback")(revalidate.feedback)
-app.add_typer(env.app, name="env")
-app.add_typer(lessons.app, name="lessons")
-app.command("epilog", context_settings=epilog.CONTEXT_SETTINGS, add_help_option=False)(epilog.epilog)
-ingest.app.command("spool")(spool.ingest_spool)
-app.add_typer(ingest.app, name="ingest")
-app.command("fingerprint")(fingerprint.fingerprint)
-db.app.command("grant")(access.db_grant)
-app.add_typer(db.app, name="db")
-app.add_typer(config_cmd.app, name="config")
-app.command("stores")(stores.stores)
-app.add_typer(model.app, name="model")
-app.command("mcp")(mcp_server.mcp)
-app.command("serve")(serve.serve)
+# Every command: name -> (module in hpcmem.cli, function or sub-app, how it is registered).
+# A command's module is imported only when the app is built with it, so `hpcmem recall`
+# builds an app of one command and never imports the others (or what they import).
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "recall": ("recall", "recall", "command"),
+    "record": ("record", "record", "command"),
+    "learn": ("learn", "learn", "command"),
+    "revalidate": ("revalidate", "revalidate", "command"),
+    "feedback": ("revalidate", "feedback", "command"),
+    "env": ("env", "app", "group"),
+    "lessons": ("lessons", "app", "group"),
+    "epilog": ("epilog", "epilog", "epilog"),
+    "ingest": ("ingest", "app", "group"),
+    "fingerprint": ("fingerprint", "fingerprint", "command"),
+    "db": ("db", "app", "group"),
+    "config": ("config_cmd", "app", "group"),
+    "stores": ("stores", "stores", "command"),
+    "model": ("model", "app", "group"),
+    "mcp": ("mcp_server", "mcp", "command"),
+    "serve": ("serve", "serve", "command"),
+}
+# Root options that take a value: the subcommand is the first word after them.
+_VALUE_OPTIONS = ("--config", "--store")
+
+
+def _register(app: typer.Typer, name: str) -> None:
+    module_name, attribute, kind = COMMANDS[name]
+    target = getattr(importlib.import_module(f"hpcmem.cli.{module_name}"), attribute)
+    if kind == "command":
+        app.command(name)(target)
+    elif kind == "group":
+        app.add_typer(target, name=name)
+    elif kind == "epilog":
+        from hpcmem.cli.epilog import CONTEXT_SETTINGS
+
+        app.command(name, context_settings=CONTEXT_SETTINGS, add_help_option=False)(target)
+
+
+def build_app(only: list[str] | None = None) -> typer.Typer:
+    """The CLI with every command, or with ``only`` those (what one invocation needs)."""
+    app = typer.Typer(
+        name="hpcmem",
+        help="Failure memory for Slurm clusters: record, recall and revalidate lessons from failed jobs.",
+        no_args_is_help=True,
+        pretty_exceptions_show_locals=False,  # DSNs and secrets must never reach a traceback
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
+    app.callback()(root)
+    for name in COMMANDS if only is None else only:
+        _register(app, name)
+    return app
+
+
+def commands_needed(argv: list[str]) -> list[str] | None:
+    """The one command this command line runs, none for a bare --version, else None (all)."""
+    command = invoked_command(argv)
+    if command is not None:
+        return [command]
+    return [] if "--version" in argv and not {"-h", "--help"} & set(argv) else None
+
+
+def invoked_command(argv: list[str]) -> str | None:
+    """The subcommand named on the command line, if it is one of ours."""
+    i = 0
+    while i < len(argv):
+        word = argv[i]
+        if word in _VALUE_OPTIONS:
+            i += 2
+            continue
+        if word.startswith("-"):
+            i += 1
+            continue
+        return word if word in COMMANDS else None
+    return None
 
 
 def _version(value: bool) -> None:
@@ -45,7 +94,6 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
 def root(
     version: Optional[bool] = typer.Option(None, "--version", callback=_version, is_eager=True, help="Show the version and exit."),
     debug: bool = typer.Option(False, "--debug", envvar="HPCMEM_DEBUG", help="Show tracebacks for errors."),
@@ -59,7 +107,7 @@ def main() -> None:
     from hpcmem.kb.errors import HpcmemError
 
     try:
-        app(prog_name="hpcmem")
+        build_app(only=commands_needed(sys.argv[1:]))(prog_name="hpcmem")
     except HpcmemError as exc:
         sys.exit(report_error(exc))
     except KeyboardInterrupt:
@@ -75,6 +123,13 @@ def main() -> None:
     finally:
         if STATE._stack is not None:
             STATE._stack.dispose()
+
+
+def __getattr__(name: str):
+    # `hpcmem.cli.main.app`, the full CLI, for tests and tools that expect a module-level app.
+    if name == "app":
+        return build_app()
+    raise AttributeError(name)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -31,16 +31,12 @@ EPILOG = SAMPLES / "epilog"
 # Mounting a tmpfs needs root; CI runs as root and makes these mandatory.
 REQUIRE = os.environ.get("HPCMEM_REQUIRE_SLURM") == "1"
 
-# The CLI as installed, with `ingest spool` and `epilog` registered the way cli/main.py does.
+# hpcmem's CLI as installed.
 CLI = """
 import sys
-from hpcmem.cli import main as m, ingest, spool, epilog
-if "spool" not in {c.name for c in ingest.app.registered_commands}:
-    ingest.app.command("spool")(spool.ingest_spool)
-if "epilog" not in {c.name for c in m.app.registered_commands}:
-    m.app.command("epilog", context_settings=epilog.CONTEXT_SETTINGS, add_help_option=False)(epilog.epilog)
+from hpcmem.cli.main import main
 sys.argv[0] = "hpcmem"
-m.main()
+main()
 """
 
 

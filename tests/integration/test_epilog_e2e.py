@@ -36,14 +36,12 @@ from tests.integration.slurm_lab import SlurmLab, SubmissionRejected
 pytestmark = pytest.mark.slurm
 
 HOOKS = Path(__file__).resolve().parent / "hooks"
-# hpcmem's CLI with `ingest spool` registered the way cli/main.py does it.
+# hpcmem's CLI as installed.
 CLI = """
 import sys
-from hpcmem.cli import main as m, ingest, spool
-if "spool" not in {c.name for c in ingest.app.registered_commands}:
-    ingest.app.command("spool")(spool.ingest_spool)
+from hpcmem.cli.main import main
 sys.argv[0] = "hpcmem"
-m.main()
+main()
 """
 
 

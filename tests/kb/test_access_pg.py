@@ -273,11 +273,7 @@ def test_statements_and_names_are_validated():
         grant_statements(RolePlan("c", "cluster", "r", "m", "a"))
 
 
-# Registers `db grant` in the subprocess only if cli/main.py does not do it yet.
 _CLI = (
-    "from hpcmem.cli import access, db\n"
-    "if not any(c.name == 'grant' for c in db.app.registered_commands):\n"
-    "    db.app.command('grant')(access.db_grant)\n"
     "from hpcmem.cli.main import main\n"
     "main()\n"
 )

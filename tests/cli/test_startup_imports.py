@@ -1,0 +1,80 @@
+"""What each hot command imports. Agents run `recall` before every resubmission and
+`record` after every fix; the epilog runs at every job end. A heavy import that creeps
+onto one of these paths fails here (the cost of each is in bench/bench_startup.py)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.cli.helpers import run_hpcmem
+
+# Run the installed entry point and report every module imported by the end.
+RUNNER = (
+    "import atexit, json, sys\n"
+    "atexit.register(lambda: sys.__stderr__.write('MODULES ' + json.dumps(sorted(sys.modules)) + '\\n'))\n"
+    "sys.argv = ['hpcmem', *sys.argv[1:]]\n"
+    "from hpcmem.cli.entry import main\n"
+    "main()\n"
+)
+OOM = ("slurmstepd: error: Detected 1 oom-kill event(s) in StepId=52004.batch. Some of your processes may have "
+       "been killed by the cgroup out-of-memory handler.")
+OOM_AGAIN = OOM.replace("52004", "77130").replace("1 oom-kill", "2 oom-kill")
+
+HEAVY = ("pydantic", "sqlalchemy", "alembic", "rich", "numpy", "faiss", "torch", "sentence_transformers",
+         "onnxruntime", "tokenizers", "mcp")
+OTHER_COMMANDS = ("hpcmem.cli.lessons", "hpcmem.cli.ingest", "hpcmem.cli.mcp_server", "hpcmem.cli.env",
+                  "hpcmem.cli.db", "hpcmem.cli.revalidate", "hpcmem.cli.model", "hpcmem.cli.stores")
+
+
+def imported(*args: str, stdin: str | None = None) -> tuple[subprocess.CompletedProcess, set[str]]:
+    result = subprocess.run([sys.executable, "-c", RUNNER, *args], input=stdin, capture_output=True, text=True,
+                            timeout=120)
+    line = [l for l in result.stderr.splitlines() if l.startswith("MODULES ")][-1]
+    return result, set(json.loads(line[len("MODULES "):]))
+
+
+def offenders(modules: set[str], forbidden: tuple[str, ...]) -> list[str]:
+    return sorted(m for m in modules if m in forbidden or m.startswith(tuple(f + "." for f in forbidden)))
+
+
+@pytest.fixture
+def known_lesson():
+    done = run_hpcmem("record", "--error", OOM, "--cause", "the step used more than --mem", "--fix", "request --mem=32G")
+    assert done.returncode == 0, done.stderr
+
+
+def test_record_imports_no_orm_framework_or_renderer(known_lesson):
+    result, modules = imported("record", "--error", "ModuleNotFoundError: No module named 'torch'",
+                               "--cause", "venv not active", "--fix", "source .venv/bin/activate", "--json")
+    assert result.returncode == 0, result.stderr
+    assert offenders(modules, HEAVY + OTHER_COMMANDS) == []
+
+
+def test_known_template_recall_imports_nothing_heavy(known_lesson):
+    result, modules = imported("recall", OOM_AGAIN, "--json")
+    assert result.returncode == 0 and json.loads(result.stdout)["matches"], result.stderr
+    assert offenders(modules, HEAVY + OTHER_COMMANDS) == []
+
+
+def test_fingerprint_imports_nothing_heavy():
+    result, modules = imported("fingerprint", stdin=OOM + "\n")
+    assert result.returncode == 0 and json.loads(result.stdout)["category"], result.stderr
+    assert offenders(modules, HEAVY + OTHER_COMMANDS + ("hpcmem.kb.store", "sqlite3", "psycopg")) == []
+
+
+def test_epilog_imports_only_the_standard_library_and_its_own_module(tmp_path):
+    result, modules = imported("epilog", "--help")
+    assert result.returncode == 0, result.stderr
+    assert offenders(modules, HEAVY + ("typer", "hpcmem.cli.main", "hpcmem.kb.store")) == []
+
+
+def test_a_store_that_is_behind_still_records(tmp_path, known_lesson):
+    # The slow path is allowed when needed: an empty (new) store is created with Alembic.
+    result, modules = imported("--store", str(tmp_path / "new.db"), "record", "--error", OOM, "--cause", "c",
+                               "--fix", "f", "--json")
+    assert result.returncode == 0, result.stderr
+    assert "alembic" in modules and json.loads(result.stdout)["lesson_id"]
