@@ -18,18 +18,22 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
-
-from sqlalchemy import select
-from sqlalchemy.orm import Session
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
 
 from hpcmem.kb.actions import validate_action
 from hpcmem.kb.errors import InputError
-from hpcmem.kb.models import LESSON_SOURCES, AuditEntry, Lesson, LessonAlias, LessonCondition, LessonEvidence, Signature
 from hpcmem.kb.redact import redact_text
 from hpcmem.kb.safety import detect_injection, lint_fix, sanitize_text
-from hpcmem.kb.store import Store
-from hpcmem.kb.types import utcnow
+from hpcmem.kb.sqlwrite import SqlWriter, write_transaction
+
+if TYPE_CHECKING:  # the ORM is imported by the functions that use it, not by `record`
+    from sqlalchemy.orm import Session
+
+    from hpcmem.kb.models import Lesson, Signature
+    from hpcmem.kb.store import Store
+
+LESSON_SOURCES = ("rule", "inferred", "agent", "human", "curated", "log")
 
 MAX_TEXT = 4000  # cause, fix, context
 MAX_TEMPLATE = 2000
@@ -114,7 +118,15 @@ def merge_conditions(given: list[Condition], implied: list[Condition]) -> list[C
     return merged
 
 
+def utcnow() -> dt.datetime:  # as kb.types.utcnow, without importing SQLAlchemy
+    return dt.datetime.now(dt.timezone.utc)
+
+
 def ensure_signature(session: Session, fingerprint: str, template: str, category: str) -> Signature:
+    from sqlalchemy import select
+
+    from hpcmem.kb.models import Signature
+
     sig = session.scalars(select(Signature).where(Signature.fingerprint == fingerprint)).one_or_none()
     if sig is None:
         now = utcnow()
@@ -127,6 +139,8 @@ def ensure_signature(session: Session, fingerprint: str, template: str, category
 
 def audit(session: Session, actor: str, action: str, lesson_id: str, before: dict | None, after: dict | None,
           reason: str | None = None) -> None:
+    from hpcmem.kb.models import AuditEntry
+
     session.add(AuditEntry(actor=actor, action=action, object_type="lesson", object_id=lesson_id,
                            before=before, after=after, reason=reason))
 
@@ -154,34 +168,62 @@ def record_lesson(store: Store, draft: LessonDraft, *, actor: str) -> dict[str, 
         if injected:
             raise InputError(f"instruction-like text ({', '.join(injected)}) cannot go into a shared {draft.scope} store",
                              hint="record it in your own store, or rewrite the cause/fix as plain facts")
-    with store.transaction() as session:
-        sig = ensure_signature(session, draft.fingerprint, draft.template, draft.category)
-        now = utcnow()
-        lesson = Lesson(
-            id=str(uuid.uuid4()), signature_id=sig.id, fingerprint=draft.fingerprint, scope=draft.scope,
-            scope_name=draft.scope_name, context=clean_text(draft.context), cause=cause, fix=fix, actions=actions,
-            status=draft.status or INITIAL_STATUS[draft.source],
-            confidence=draft.confidence if draft.confidence is not None else INITIAL_CONFIDENCE[draft.source],
-            source=draft.source, author=draft.author, safety_flags=flags, created_at=now, updated_at=now,
-            valid_until=draft.valid_until, excerpt=draft.excerpt,
-        )
-        lesson.aliases = [LessonAlias(fingerprint=a["fingerprint"], template=a["template"], category=a["category"],
-                                      excerpt=a.get("excerpt"), source=a.get("source", "import"), actor=actor)
-                          for a in draft.aliases if a["fingerprint"] != draft.fingerprint]
-        lesson.conditions = [LessonCondition(kind=c.kind, name=c.name, value=c.value, op=c.op) for c in conditions]
-        lesson.evidence = [
-            LessonEvidence(kind=e.get("kind", "occurrence"), occurrence_id=e.get("occurrence_id"), job_id=e.get("job_id"),
-                           actor=actor, note=clean_text(e.get("note"), 500))
-            for e in draft.evidence
-        ]
-        session.add(lesson)
-        session.flush()
+    now = utcnow()
+    lesson = SimpleNamespace(
+        id=str(uuid.uuid4()), fingerprint=draft.fingerprint, scope=draft.scope, scope_name=draft.scope_name,
+        context=clean_text(draft.context), cause=cause, fix=fix, actions=actions,
+        status=draft.status or INITIAL_STATUS[draft.source], status_reason=None, previous_status=None,
+        confidence=draft.confidence if draft.confidence is not None else INITIAL_CONFIDENCE[draft.source],
+        confirmations=0, contradictions=0, source=draft.source, author=draft.author, safety_flags=flags,
+        created_at=now, updated_at=now, last_confirmed_at=None, valid_until=draft.valid_until, excerpt=draft.excerpt,
+    )
+    lesson.aliases = [SimpleNamespace(fingerprint=a["fingerprint"], template=a["template"], category=a["category"],
+                                      excerpt=a.get("excerpt"), source=a.get("source", "import"), actor=actor,
+                                      created_at=now)
+                      for a in draft.aliases if a["fingerprint"] != draft.fingerprint]
+    lesson.conditions = [SimpleNamespace(kind=c.kind, name=c.name, value=c.value, op=c.op) for c in conditions]
+    lesson.evidence = [
+        SimpleNamespace(kind=e.get("kind", "occurrence"), occurrence_id=e.get("occurrence_id"), job_id=e.get("job_id"),
+                        actor=actor, note=clean_text(e.get("note"), 500), created_at=now)
+        for e in draft.evidence
+    ]
+    with write_transaction(store) as sql:
+        sig = _ensure_signature_row(sql, draft.fingerprint, draft.template, draft.category, now)
+        _insert_lesson(sql, lesson, sig.id)
         result = lesson_to_dict(lesson, sig)
-        audit(session, actor, "create", lesson.id, None, result)
+        sql.insert("audit_log", {"at": now, "actor": actor, "action": "create", "object_type": "lesson",
+                                 "object_id": lesson.id, "before": None, "after": result, "reason": None})
     return result
 
 
-def lesson_to_dict(lesson: Lesson, sig: Signature | None = None) -> dict[str, Any]:
+def _ensure_signature_row(sql: SqlWriter, fingerprint: str, template: str, category: str,
+                          now: dt.datetime) -> SimpleNamespace:
+    """The signature row for a fingerprint, inserted when new (as ``ensure_signature``)."""
+    found = sql.query("SELECT id, category, template FROM signatures WHERE fingerprint = ?", (fingerprint,))
+    if not found:
+        found = [(sql.insert("signatures", {
+            "fingerprint": fingerprint, "template": clean_text(template, MAX_TEMPLATE), "category": category,
+            "count": 0, "first_seen": now, "last_seen": now}, returning="id"), category,
+            clean_text(template, MAX_TEMPLATE))]
+    sig_id, sig_category, sig_template = found[0]
+    return SimpleNamespace(id=sig_id, category=sig_category, template=sig_template)
+
+
+def _insert_lesson(sql: SqlWriter, lesson: SimpleNamespace, signature_id: int) -> None:
+    from hpcmem.kb.reader import LESSON_COLUMNS  # every column of models.Lesson
+
+    values = {c: getattr(lesson, c) for c in LESSON_COLUMNS if c != "signature_id"}
+    sql.insert("lessons", {"signature_id": signature_id, **values})
+    for alias in lesson.aliases:
+        sql.insert("lesson_aliases", {"lesson_id": lesson.id, **vars(alias)})
+    for cond in lesson.conditions:
+        sql.insert("lesson_conditions", {"lesson_id": lesson.id, **vars(cond)})
+    for item in lesson.evidence:
+        sql.insert("lesson_evidence", {"lesson_id": lesson.id, **vars(item)})
+
+
+def lesson_to_dict(lesson: Lesson | SimpleNamespace, sig: Signature | SimpleNamespace | None = None) -> dict[str, Any]:
+    """A lesson as recall, export and the audit log show it (an ORM row or record_lesson's values)."""
     sig = sig or lesson.signature
     return {
         "lesson_id": lesson.id,

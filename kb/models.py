@@ -39,7 +39,6 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 from hpcmem.kb.types import JSONType, UTCDateTime, metadata, utcnow
 
 LESSON_STATUSES = ("candidate", "validated", "stale", "expired", "rejected")
-LESSON_SOURCES = ("rule", "inferred", "agent", "human", "curated", "log")
 SCOPES = ("user", "lab", "cluster")
 
 

@@ -24,6 +24,14 @@ LESSON_COLUMNS = (
     "created_at", "updated_at", "last_confirmed_at", "valid_until", "previous_status",
 )
 SIGNATURE_COLUMNS = ("id", "fingerprint", "category", "template", "first_seen", "last_seen", "count")
+# What recall's advice reads about a stored failure (a subset: the rest is never shown).
+OCCURRENCE_COLUMNS = (
+    "id", "signature_id", "cluster", "job_id", "job_name", "user_name", "account", "partition", "state", "exit_code",
+    "exit_signal", "failed_step", "req_mem_mb", "req_cpus", "req_time_s", "req_gres", "max_rss_mb", "elapsed_s",
+    "work_dir", "submit_line", "modules", "message", "log_excerpt", "end_time",
+)
+# These lists are checked against kb/models.py by tests/kb/test_reader_columns.py, so a
+# column added to or dropped from the models cannot silently go missing from recall.
 _JSON_COLUMNS = ("actions", "safety_flags")
 _TIME_COLUMNS = ("created_at", "updated_at", "last_confirmed_at", "valid_until", "first_seen", "last_seen")
 
@@ -255,9 +263,7 @@ class StoreReader:
         return lessons
 
     def occurrence_for_job(self, job_id: str, cluster: str | None = None) -> dict[str, Any] | None:
-        columns = ("id", "signature_id", "cluster", "job_id", "job_name", "user_name", "account", "partition", "state",
-                   "exit_code", "exit_signal", "failed_step", "req_mem_mb", "req_cpus", "req_time_s", "req_gres",
-                   "max_rss_mb", "elapsed_s", "work_dir", "submit_line", "modules", "message", "log_excerpt", "end_time")
+        columns = OCCURRENCE_COLUMNS
         sql = f"SELECT {', '.join(columns)} FROM occurrences WHERE job_id = ?"
         params: list[Any] = [job_id]
         if cluster:

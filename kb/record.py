@@ -5,12 +5,9 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from sqlalchemy import select
-
 from hpcmem.kb.actions import parse_action
 from hpcmem.kb.errors import InputError, NotFound
 from hpcmem.kb.lessons import Condition, LessonDraft, record_lesson
-from hpcmem.kb.models import Occurrence, Signature
 from hpcmem.kb.redact import redact_text
 from hpcmem.kb.signatures import CONTENTLESS, excerpt_template, fingerprint, has_content
 from hpcmem.kb.stack import StoreStack
@@ -18,6 +15,10 @@ from hpcmem.kb.stack import StoreStack
 
 def find_occurrence(stack: StoreStack, job_id: str, cluster: str | None = None):
     """The stored failure of a job, from the first store of the stack that has it."""
+    from sqlalchemy import select
+
+    from hpcmem.kb.models import Occurrence, Signature
+
     for store in stack.all():
         store.open(create=store is stack.user)
         with store.session() as session:
@@ -87,5 +88,6 @@ def record(
         conditions=conditions, scope=kind, scope_name=name or (target.name if kind == "lab" else None),
         valid_until=valid_until, evidence=evidence, excerpt=excerpt_template(text),
     )
-    target.open(create=target is stack.user)
+    if target is not stack.user:
+        target.check_exists()  # record_lesson creates or migrates only what exists
     return record_lesson(target, draft, actor=author)

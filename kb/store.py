@@ -240,8 +240,8 @@ class Store:
             self._prepare_sqlite_file()
         if self.scope == "user" and self.sqlite_path is not None and self.sqlite_path.exists():
             check_private(self.sqlite_path)
-        elif self.sqlite_path is not None and not self.sqlite_path.exists():
-            raise StoreError(f"store '{self.name}' does not exist at {self.sqlite_path}")
+        else:
+            self.check_exists()
         if self.dialect == "postgresql" and self.schema:
             self._ensure_pg_schema()
         try:
@@ -257,6 +257,11 @@ class Store:
         self._check_known(current)
         self.upgrade()
         return self
+
+    def check_exists(self) -> None:
+        """Refuse a SQLite store file that is not there (only a user store is created)."""
+        if self.sqlite_path is not None and not self.sqlite_path.exists():
+            raise StoreError(f"store '{self.name}' does not exist at {self.sqlite_path}")
 
     def _check_known(self, current: str | None) -> None:
         if current is not None and current not in ALL_REVISIONS:
