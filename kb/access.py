@@ -48,9 +48,11 @@ ALL_TABLES = tuple(sorted(set(LESSON_TABLES + DATA_TABLES + APPEND_ONLY_TABLES +
 # Lower-case SQL identifiers only: no quoting games with role or schema names.
 _IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
-# SQLSTATE 42501 insufficient_privilege; the rest are how SQLite and the OS say the same.
-_PG_PRIVILEGE_SQLSTATE = "42501"
-_SQLITE_DENIED = ("attempt to write a readonly database", "unable to open database file")
+# The databases' own answers: SQLSTATE 42501 insufficient_privilege and 25006
+# read_only_sql_transaction; SQLite's primary result codes SQLITE_READONLY (8, a file or
+# database this process may not write) and SQLITE_CANTOPEN (14).
+_PG_DENIED_SQLSTATES = ("42501", "25006")
+_SQLITE_DENIED_CODES = (8, 14)
 
 
 @dataclass(frozen=True)
@@ -219,13 +221,13 @@ def as_permission_denied(exc: BaseException) -> PermissionDenied | None:
     if isinstance(orig, PermissionDenied):
         return orig
     message = _first_line(orig)
-    if getattr(orig, "sqlstate", None) == _PG_PRIVILEGE_SQLSTATE:
+    if getattr(orig, "sqlstate", None) in _PG_DENIED_SQLSTATES:
         return PermissionDenied(f"the store refused: {message}",
                                 hint="ask the lab lead or the site admin for the role you need")
     if isinstance(orig, PermissionError):
         target = f" {orig.filename}" if orig.filename else ""
         return PermissionDenied(f"permission denied:{target}", hint="this store belongs to another user or group")
-    if any(text in message.lower() for text in _SQLITE_DENIED):
+    if (getattr(orig, "sqlite_errorcode", -1) & 0xFF) in _SQLITE_DENIED_CODES:  # extended codes keep the primary
         return PermissionDenied(f"the store refused: {message}",
                                 hint="check the store file's owner, group and mode (ls -l)")
     return None

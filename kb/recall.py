@@ -431,8 +431,10 @@ class Recaller:
             embed_missing_signatures(self._store_for(reader), self._get_embedder(), only_with_lessons=True)
         except (HpcmemError, OSError) as exc:
             self.warnings.append(f"store '{reader.name}': new lessons not embedded ({exc})")
-        except Exception as exc:  # noqa: BLE001 - e.g. a read-only lab store: search what is there
-            if "readonly" not in str(exc).lower() and "permission" not in str(exc).lower():
+        except Exception as exc:  # noqa: BLE001 - the database says whether it refused the write
+            from hpcmem.kb.access import as_permission_denied
+
+            if as_permission_denied(exc) is None:
                 raise
             self.warnings.append(f"store '{reader.name}' is read-only; its newest lessons are matched exactly only")
 
