@@ -66,34 +66,11 @@ def recall(
     raise typer.Exit(EXIT_NOTHING_FOUND if result["abstained"] else EXIT_OK)
 
 
-# A recall of one job waits this long for that job's pending event: the answer depends on it.
-JOB_DRAIN_BUDGET_SECONDS = 10.0
-
-
 def drain_my_events(job_id: str | None = None) -> list[str]:
-    """Store this user's pending epilog events first, so recall --job knows the job that just ended.
+    """The CLI's stores and settings for ``ingest.spool.drain_before_recall``."""
+    from hpcmem.ingest.spool import drain_before_recall
 
-    Nothing pending costs one directory scan; a problem here never stops the recall. The
-    short budget (``recall.drain_budget_seconds``) keeps a text recall quick; a recall by
-    job id gets a longer one, since opening a new store alone can take longer than that.
-    """
-    import os
-    import pwd
-
-    from hpcmem.ingest.spool import drain_user_events, has_pending
-
-    spool_dir = STATE.config.get("spool.dir")
-    user = pwd.getpwuid(os.getuid()).pw_name
-    try:
-        if not spool_dir or not has_pending(spool_dir, user):
-            return []
-        budget = float(STATE.config.get("recall.drain_budget_seconds"))
-        if job_id is not None:
-            budget = max(budget, JOB_DRAIN_BUDGET_SECONDS)
-        drain_user_events(STATE.stack.user, spool_dir, user, budget)
-    except Exception as exc:  # noqa: BLE001 - the events stay in the spool for the next drain
-        return [f"pending epilog events not stored yet: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"]
-    return []
+    return drain_before_recall(STATE.stack, STATE.config, job_id)
 
 
 def _log_excerpt(path: Path, extra: str | None) -> str:

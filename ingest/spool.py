@@ -475,6 +475,34 @@ def drain_user_events(store, spool_dir: str, user: str, budget_s: float) -> Drai
                        lock_wait_s=min(1.0, max(0.01, budget_s / 4)))
 
 
+# A recall of one job waits this long for that job's pending event: the answer depends on it.
+JOB_DRAIN_BUDGET_SECONDS = 10.0
+
+
+def drain_before_recall(stack, config, job_id: str | None = None) -> list[str]:
+    """Store the calling user's pending epilog events, so a recall (CLI, MCP server or a
+    Python caller) knows the job that just ended. Returns warnings; never raises.
+
+    Nothing pending costs one directory scan. The short budget
+    (``recall.drain_budget_seconds``) keeps a text recall quick; a recall by job id gets
+    a longer one, since opening a new store alone can take longer than that.
+    """
+    import pwd
+
+    spool_dir = config.get("spool.dir")
+    user = pwd.getpwuid(os.getuid()).pw_name
+    try:
+        if not spool_dir or not has_pending(spool_dir, user):
+            return []
+        budget = float(config.get("recall.drain_budget_seconds"))
+        if job_id is not None:
+            budget = max(budget, JOB_DRAIN_BUDGET_SECONDS)
+        drain_user_events(stack.user, spool_dir, user, budget)
+    except Exception as exc:  # noqa: BLE001 - the events stay in the spool for the next drain
+        return [f"pending epilog events not stored yet: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"]
+    return []
+
+
 def drain_spool(store, spool_dirs: list[str] | str, *, users: list[str] | None = None,
                 budget_s: float | None = None, retry_for_s: float = 60.0, batch_size: int = 256,
                 lock_wait_s: float = 1.0) -> DrainSummary:
