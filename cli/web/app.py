@@ -69,6 +69,8 @@ class Console:
     # Curation moves run one at a time: the store stack is shared by the server's threads.
     write_lock: threading.Lock = field(default_factory=threading.Lock)
     flashes: dict[str, str] = field(default_factory=dict)
+    # store label -> (data version, week, trends): the dashboard's figures until the store changes
+    trends_cache: dict[str, tuple[Any, Any, Any]] = field(default_factory=dict)
 
     def flash(self, message: str) -> str:
         key = secrets.token_urlsafe(8)
@@ -281,15 +283,27 @@ def create_app(console: Console) -> Starlette:
         target = f"{root}/lessons/{quote(done['lesson_id'])}?store={quote(done['store'])}&flash={console.flash(message)}"
         return RedirectResponse(target, status_code=303)
 
-    async def trends(request: Request) -> Response:
-        from hpcmem.kb.trends import store_trends
+    def _cached_trends(label: str, store) -> dict[str, Any]:
+        """Aggregating 10^6 occurrences takes most of a second; reuse it until the data changes."""
+        import datetime as dt
 
+        from hpcmem.kb.trends import data_version, store_trends
+
+        version, today = data_version(store), dt.date.today()
+        hit = console.trends_cache.get(label)
+        if hit is not None and hit[:2] == (version, today):
+            return hit[2]
+        data = store_trends(store).as_dict()
+        console.trends_cache[label] = (version, today, data)
+        return data
+
+    async def trends(request: Request) -> Response:
         labels = _store_labels(console)
         label = request.query_params.get("store") or (console.scope or (labels[1] if len(labels) > 1 else labels[0]))
         try:
             store = console.stack.by_scope(label)
             await call(store.open, create=store is console.stack.user)
-            data = (await call(store_trends, store)).as_dict()
+            data = await call(_cached_trends, label, store)
         except HpcmemError as exc:
             return error_page(request, exc)
         recurrence = data["recurrence"]

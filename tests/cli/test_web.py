@@ -203,6 +203,11 @@ def test_trends_page_renders_inline_svg_with_table_fallback(client, console):
     assert "<b>oom</b>" not in page.text and "&lt;b&gt;oom&lt;/b&gt;" in page.text
     assert '<table id="recurrence">' in page.text and "50%" in page.text  # ann hit it again, bo did not
     assert "cdn" not in page.text.lower() and "<script" not in page.text
+    with console.stack.labs[0].transaction() as session:  # the cached figures follow the store
+        session.add(Occurrence(signature_id=row.id, cluster="della", job_id="200", user_name="bo", account="vision",
+                               state="OUT_OF_MEMORY", source="sacct", end_time=__import__("datetime").datetime.now()))
+    again = client.get("/trends?store=lab:vision").text
+    assert "2 (100%)" in again and "50%" not in again
 
 
 def test_binding_other_than_loopback_needs_allow_remote():
