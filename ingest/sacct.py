@@ -269,8 +269,13 @@ class SacctReader:
         self._on_issue = on_issue
         self._trailing = trailing_delimiter
         time = SlurmTimeParser(tz)
-        self._fast = {**_PARSERS, "Submit": time, "Start": time, "End": time}
-        self._careful = {field: self._reporting(field, p) for field, p in self._fast.items()}
+        exact = {**_PARSERS, "Submit": time, "Start": time, "End": time}
+        # The careful pass reports bad values itself; the fast one remembers the results
+        # of the columns whose values repeat across jobs (see _memoized).
+        self._careful = {field: self._reporting(field, p) for field, p in exact.items()}
+        self._fast = {field: _memoized(p) if field in _REPEATING else p for field, p in exact.items()}
+        # (ReqTRES, AllocTRES) -> (req_gres, gpus, gpu_type), as _merge reads them
+        self._gres_seen: dict[tuple[str, str], tuple[str | None, int, str | None]] = {}
         self.fields: tuple[str, ...] | None = None
         self.rows_read = 0
         self.rows_skipped = 0
@@ -466,10 +471,16 @@ class SacctReader:
         if req_tres or alloc_tres:
             gpus = 0
             if "gres/" in req_tres or "gres/" in alloc_tres:  # skip the dicts otherwise
-                req = parse["ReqTRES"](req_tres)
-                alloc = parse["AllocTRES"](alloc_tres)
-                req_gres = gres_in_tres(req)
-                gpus, gpu_type = tres_gpus(alloc or req)
+                known = self._gres_seen.get((req_tres, alloc_tres)) if parse is self._fast else None
+                if known is None:
+                    req = parse["ReqTRES"](req_tres)
+                    alloc = parse["AllocTRES"](alloc_tres)
+                    known = (gres_in_tres(req), *tres_gpus(alloc or req))
+                    if parse is self._fast:
+                        if len(self._gres_seen) >= _MEMO_SIZE:
+                            self._gres_seen.clear()
+                        self._gres_seen[(req_tres, alloc_tres)] = known
+                req_gres, gpus, gpu_type = known
         job_values = (
             parse["Submit"](submit), parse["Start"](start), parse["End"](end),
             parse["Timelimit"](limit_text), parse["ReqCPUS"](req_cpus),
@@ -563,14 +574,17 @@ class SacctReader:
                 _ZERO_EXIT if exit_text == "0:0" else parse["ExitCode"](exit_text)
             )
             elapsed_s = parse["Elapsed"](elapsed) if elapsed else parse["ElapsedRaw"](elapsed_raw)
-            step = SacctStep(
-                job_id[job_id.find(".") + 1 :],
-                name or None,
-                state,
-                exit_code,
-                exit_signal,
-                parse["MaxRSS"](max_rss),
-                None if elapsed_s is None else int(elapsed_s),
+            step = _new_step(  # SacctStep(...) without its Python-level __new__
+                SacctStep,
+                (
+                    job_id[job_id.find(".") + 1 :],
+                    name or None,
+                    state,
+                    exit_code,
+                    exit_signal,
+                    parse["MaxRSS"](max_rss),
+                    None if elapsed_s is None else int(elapsed_s),
+                ),
             )
             steps.append(step)
             rank = _STEP_FAILURE_RANK.get(state)
@@ -604,6 +618,33 @@ class SacctReader:
             self.issues.append(issue)
         if self._on_issue is not None:
             self._on_issue(issue)
+
+
+# Columns with few distinct values in a dump (durations are clock readings below a day or
+# so, limits and requests come from a handful of scripts): parsing each distinct text once
+# is a fifth of reading a large dump. Results are immutable (numbers, tuples, strings).
+_REPEATING = frozenset(
+    {"State", "ExitCode", "DerivedExitCode", "User", "ReqMem", "Elapsed", "Timelimit", "TotalCPU"}
+)
+_MEMO_SIZE = 1 << 17
+_MISSING = object()
+
+
+def _memoized(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """``parse`` with its results remembered per text (errors are not remembered)."""
+    cache: dict[str, Any] = {}
+    get = cache.get
+
+    def memo(text: str) -> Any:
+        value = get(text, _MISSING)
+        if value is _MISSING:
+            value = parse(text)
+            if len(cache) >= _MEMO_SIZE:
+                cache.clear()
+            cache[text] = value
+        return value
+
+    return memo
 
 
 def _optional_int(text: str) -> int | None:
@@ -644,6 +685,7 @@ _PLAIN_STATES = frozenset(
      "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE", "REQUEUED", "SUSPENDED"}
 )  # fmt: skip
 _ZERO_EXIT = (0, 0)
+_new_step = tuple.__new__
 
 
 # -- running sacct -------------------------------------------------------------------

@@ -27,6 +27,7 @@ import json
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
+from operator import itemgetter
 from typing import Any, Callable, Iterable
 
 from sqlalchemy import JSON, Boolean, bindparam, select, update
@@ -43,6 +44,7 @@ JOB_COLUMNS = tuple(c.name for c in JobRecord.__table__.columns if c.name != "id
 OCCURRENCE_COLUMNS = tuple(
     c.name for c in Occurrence.__table__.columns if c.name not in ("id", "signature_id", "observed_at")
 )
+_job_values = itemgetter(*JOB_COLUMNS)
 # What a new occurrence row holds, in this order.
 _NEW_OCCURRENCE_COLUMNS = (*OCCURRENCE_COLUMNS, "signature_id", "observed_at")
 _UTC = dt.timezone.utc
@@ -66,13 +68,17 @@ def _redact_cached(value: str) -> tuple[str, int]:
 
 
 def _sqlite_time(value: dt.datetime | None) -> str | None:
-    # UTCDateTime, then SQLAlchemy's SQLite DATETIME storage format (isoformat with
-    # microseconds is the same text, year zero-padded).
+    # UTCDateTime, then SQLAlchemy's SQLite DATETIME storage format: isoformat with
+    # microseconds is the same text (year zero-padded), and for a UTC time the same
+    # 26 characters followed by '+00:00'.
     if value is None:
         return None
-    if value.tzinfo is not None:
-        value = value.astimezone(_UTC).replace(tzinfo=None)
-    return value.isoformat(" ", "microseconds")
+    zone = value.tzinfo
+    if zone is None:
+        return value.isoformat(" ", "microseconds")
+    if zone is not _UTC:
+        value = value.astimezone(_UTC)
+    return value.isoformat(" ", "microseconds")[:26]
 
 
 def _naive_utc(value: dt.datetime | None) -> dt.datetime | None:
@@ -155,8 +161,10 @@ class Recorder:
         """Queue one job row and, for a failed job, its occurrence row (with ``message``)."""
         if job is not None:
             self._redacted(job)
-            get = job.get
-            values = [get(c) for c in JOB_COLUMNS]
+            try:
+                values = list(_job_values(job))
+            except KeyError:  # a reader that leaves columns out: they are unknown
+                values = [job.get(c) for c in JOB_COLUMNS]
             for i, bind in self._job_binders:
                 values[i] = bind(values[i])
             self._jobs[(job["cluster"], job["job_id"])] = values

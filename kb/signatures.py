@@ -619,11 +619,33 @@ def _template_source(text: str, rule: Rule | None, match: re.Match[str] | None, 
     return line
 
 
+# Masked canonical templates: every instance of a rule with a ``template`` (each OOM kill
+# names its own StepId) masks the same string. Keyed by identity, checked on a hit, so a
+# rule or masker that was replaced meanwhile is never served a stale result.
+_MASKED_TEMPLATES: dict[tuple[str, int], tuple[Rule, _Compiled, str]] = {}
+
+
+def _mask_template(source: str, rule: Rule) -> str:
+    c = _patterns()
+    hit = _MASKED_TEMPLATES.get((source, id(rule)))
+    if hit is not None and hit[0] is rule and hit[1] is c:
+        return hit[2]
+    template = _mask(source, rule)
+    if len(_MASKED_TEMPLATES) >= 4096:
+        _MASKED_TEMPLATES.clear()
+    _MASKED_TEMPLATES[(source, id(rule))] = (rule, c, template)
+    return template
+
+
 def _signature(text: str, rules: tuple[Rule, ...] | None) -> FailureSignature:
     rules = load_rules() if rules is None else rules
     cleaned = _clean(text)
     rule, match, line = _decide(cleaned, rules)
-    template = _mask(_template_source(cleaned, rule, match, line), rule)
+    source = _template_source(cleaned, rule, match, line)
+    if rule is not None and rule.template is not None:
+        template = _mask_template(source, rule)
+    else:
+        template = _mask(source, rule)
     category = rule.category if rule is not None else UNKNOWN
     digest = hashlib.sha256(f"{category}\n{template}".encode()).hexdigest()[:FINGERPRINT_CHARS]
     return FailureSignature(fingerprint=digest, template=template, category=category)

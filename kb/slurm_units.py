@@ -200,11 +200,14 @@ class JobId(NamedTuple):
     het_offset: int | None  # 1 in '1853+1'
 
 
+_new_job_id = tuple.__new__
 _JOB_ID_RE = re.compile(r"(\d+)(?:_(?:(\d+)|\[([^\]]*)\]))?(?:\+(\d+))?")
 
 
 def parse_job_id(text: str) -> JobId:
     """Split a JobID (or JobIDRaw) into its parts; ValueError if it is not one."""
+    if text.isdecimal():  # a plain job: what the regex's \d+ alone matches
+        return _new_job_id(JobId, (text, None, int(text), None, None, None))
     job_part, dot, step = text.partition(".")
     match = _JOB_ID_RE.fullmatch(job_part)
     if match is None or (dot and not step):
