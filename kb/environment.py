@@ -7,6 +7,7 @@ environment was first seen in that state.
 
 from __future__ import annotations
 
+import bisect
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -83,11 +84,35 @@ def get_snapshot(store: Store, snapshot_id: int) -> StoredSnapshot:
 
 def snapshot_at(store: Store, cluster: str | None, when) -> StoredSnapshot | None:
     """The snapshot in force at ``when``: the latest taken at or before it, else the oldest."""
-    history = snapshots(store, cluster)
-    before = [s for s in history if s.taken_at <= when]
-    if before:
-        return before[0]
-    return history[-1] if history else None
+    return SnapshotHistory(store, cluster).at(when)
+
+
+class SnapshotHistory:
+    """A cluster's snapshots for many ``at`` lookups: one query lists (taken_at, id), and
+    each snapshot is read and parsed the first time a lookup needs it, then kept."""
+
+    def __init__(self, store: Store, cluster: str | None) -> None:
+        self.store = store
+        query = select(SnapshotRow.taken_at, SnapshotRow.id).order_by(SnapshotRow.taken_at, SnapshotRow.id)
+        if cluster:
+            query = query.where(SnapshotRow.cluster == cluster)
+        with store.session() as session:
+            self._order = [tuple(row) for row in session.execute(query)]  # oldest first
+        self._parsed: dict[int, StoredSnapshot] = {}
+
+    def at(self, when) -> StoredSnapshot | None:
+        """As ``snapshot_at``: ties in taken_at go to the highest id, as in ``snapshots``."""
+        if not self._order:
+            return None
+        # (when, inf) sorts after every (taken_at, id) with taken_at <= when
+        index = bisect.bisect_right(self._order, (when, float("inf"))) - 1
+        return self._get(self._order[max(index, 0)][1])
+
+    def _get(self, snapshot_id: int) -> StoredSnapshot:
+        if snapshot_id not in self._parsed:
+            with self.store.session() as session:
+                self._parsed[snapshot_id] = _from_row(session.get(SnapshotRow, snapshot_id))
+        return self._parsed[snapshot_id]
 
 
 def diff(a: StoredSnapshot, b: StoredSnapshot) -> dict[str, Any]:

@@ -21,16 +21,15 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
-from sqlalchemy import select
-from sqlalchemy.orm import selectinload
+from sqlalchemy import and_, bindparam, exists, func, insert, not_, or_, select, update
+from sqlalchemy.orm import aliased
 
 from hpcmem.kb.env_snapshot import EnvSnapshot
 from hpcmem.kb.lmod_versions import lmod_version_key
-from hpcmem.kb.environment import StoredSnapshot, snapshot_at
-from hpcmem.kb.lessons import audit
-from hpcmem.kb.models import Lesson
+from hpcmem.kb.environment import SnapshotHistory, StoredSnapshot
+from hpcmem.kb.models import AuditEntry, Lesson, LessonCondition
 from hpcmem.kb.types import utcnow
 
 ACTIVE = ("candidate", "validated")
@@ -138,9 +137,32 @@ def check_limit(cond: dict[str, Any], now: EnvSnapshot, verdict: Verdict) -> Non
                                   f"the fix needs {op} {_format_limit(field_name, needed)}")
 
 
-def judge(lesson: Lesson, now_snapshot: StoredSnapshot | None, base: StoredSnapshot | None, *,
+class _Condition(NamedTuple):
+    kind: str
+    name: str
+    value: str | None
+    op: str | None
+
+
+@dataclass(slots=True)
+class _LessonRow:
+    """The columns revalidation reads and writes, without the ORM graph."""
+
+    id: str
+    fingerprint: str
+    status: str
+    status_reason: str | None
+    previous_status: str | None
+    created_at: dt.datetime
+    last_confirmed_at: dt.datetime | None
+    valid_until: dt.datetime | None
+    conditions: list[_Condition] = field(default_factory=list)
+
+
+def judge(lesson: Any, now_snapshot: StoredSnapshot | None, base: StoredSnapshot | None, *,
           at: dt.datetime, unconfirmed_days: int | None) -> Verdict | None:
-    """The verdict for one lesson, or None when the snapshot does not concern it."""
+    """The verdict for one lesson (a Lesson or anything with its columns and conditions),
+    or None when the snapshot does not concern it."""
     verdict = Verdict()
     conditions = [{"kind": c.kind, "name": c.name, "value": c.value, "op": c.op} for c in lesson.conditions]
     if now_snapshot is not None:
@@ -166,36 +188,66 @@ def judge(lesson: Lesson, now_snapshot: StoredSnapshot | None, base: StoredSnaps
 
 def revalidate(store, snapshot: StoredSnapshot | None, *, dry_run: bool = False, actor: str = "hpcmem-revalidate",
                unconfirmed_days: int | None = None, now: dt.datetime | None = None) -> RevalidationReport:
-    """Apply (or with ``dry_run`` only plan) the status changes the snapshot implies."""
+    """Apply (or with ``dry_run`` only plan) the status changes the snapshot implies.
+
+    Only lessons that can change are read: those with conditions (when there is a
+    snapshot), an expired ``valid_until``, too long unconfirmed, or a status revalidation
+    set. Every other lesson is ok by definition; it is counted as checked, not loaded.
+    """
     at = now or utcnow()
     report = RevalidationReport(snapshot.id if snapshot else None, dry_run=dry_run)
+    # Lessons a person expired or marked stale are not ours to undo; rejected ones are left alone.
+    ours = and_(Lesson.status != "rejected",
+                or_(Lesson.status.not_in(("stale", "expired")), Lesson.previous_status.is_not(None)))
+    condition = aliased(LessonCondition)  # not correlated with the conditions query's own table
+    has_conditions = exists().where(condition.lesson_id == Lesson.id)
+    # Each term is true or false, never NULL, so NOT (any of them) counts the rest.
+    can_change = [Lesson.previous_status.is_not(None), and_(Lesson.valid_until.is_not(None), Lesson.valid_until <= at)]
+    if unconfirmed_days:
+        cutoff = at - dt.timedelta(days=unconfirmed_days)
+        can_change.append(func.coalesce(Lesson.last_confirmed_at, Lesson.created_at) < cutoff)
+    if snapshot is not None:
+        can_change.append(has_conditions)
+    wanted = and_(ours, or_(*can_change))
+    history = SnapshotHistory(store, snapshot.cluster) if snapshot is not None else None
     with store.transaction() as session:
-        lessons = session.scalars(
-            select(Lesson).options(selectinload(Lesson.conditions)).where(Lesson.status != "rejected")
-        ).all()
-        bases: dict[Any, StoredSnapshot | None] = {}
+        report.checked = session.scalar(select(func.count()).select_from(Lesson).where(ours, not_(or_(*can_change))))
+        lessons = _load(session, wanted, with_conditions=snapshot is not None)
+        changes: list[tuple[_LessonRow, str, str | None, str | None, StatusChange]] = []
         for lesson in lessons:
-            if lesson.status in ("stale", "expired") and lesson.previous_status is None:
-                continue  # set by a person (`lessons expire`), not ours to undo
             base = None
-            if snapshot is not None:
-                key = lesson.created_at.date()
-                if key not in bases:
-                    bases[key] = snapshot_at(store, snapshot.cluster, lesson.created_at)
-                base = bases[key]
+            if snapshot is not None and any(c.kind == "module" for c in lesson.conditions):
+                base = history.at(lesson.created_at)  # what was installed when the lesson was written
             verdict = judge(lesson, snapshot, base, at=at, unconfirmed_days=unconfirmed_days)
             if verdict is None:
                 continue
             report.checked += 1
-            change = _apply(session, lesson, verdict, actor=actor, dry_run=dry_run, at=at)
-            if change is not None:
-                report.changes.append(change)
-        if dry_run:
-            session.rollback()
+            planned = _plan(lesson, verdict)
+            if planned is not None:
+                changes.append((lesson, *planned))
+                report.changes.append(planned[-1])
+        if not dry_run:
+            _write(session, changes, actor=actor, at=at)
     return report
 
 
-def _apply(session, lesson: Lesson, verdict: Verdict, *, actor: str, dry_run: bool, at: dt.datetime) -> StatusChange | None:
+def _load(session, wanted, *, with_conditions: bool) -> list[_LessonRow]:
+    """The lessons ``wanted`` selects, oldest first, with their conditions: two plain queries."""
+    columns = (Lesson.id, Lesson.fingerprint, Lesson.status, Lesson.status_reason, Lesson.previous_status,
+               Lesson.created_at, Lesson.last_confirmed_at, Lesson.valid_until)
+    lessons = {row[0]: _LessonRow(*row) for row in session.execute(
+        select(*columns).where(wanted).order_by(Lesson.created_at, Lesson.id))}
+    if with_conditions and lessons:
+        query = (select(LessonCondition.lesson_id, LessonCondition.kind, LessonCondition.name, LessonCondition.value,
+                        LessonCondition.op)
+                 .join(Lesson, Lesson.id == LessonCondition.lesson_id).where(wanted).order_by(LessonCondition.id))
+        for lesson_id, *condition in session.execute(query):
+            lessons[lesson_id].conditions.append(_Condition(*condition))
+    return list(lessons.values())
+
+
+def _plan(lesson: _LessonRow, verdict: Verdict) -> tuple[str, str | None, str | None, StatusChange] | None:
+    """(status, reason, previous status, change) the verdict asks for, or None for no change."""
     before_status, before_reason = lesson.status, lesson.status_reason
     original = lesson.previous_status or lesson.status
     if verdict.status == "ok":
@@ -208,10 +260,25 @@ def _apply(session, lesson: Lesson, verdict: Verdict, *, actor: str, dry_run: bo
         reasons = verdict.reasons
     if (after_status, after_reason) == (before_status, before_reason):
         return None
-    change = StatusChange(lesson.id, lesson.fingerprint, before_status, after_status, reasons)
-    if not dry_run:
-        lesson.status, lesson.status_reason, lesson.previous_status = after_status, after_reason, previous
-        lesson.updated_at = at
-        audit(session, actor, "revalidate", lesson.id, {"status": before_status, "reason": before_reason},
-              {"status": after_status, "reason": after_reason}, "; ".join(reasons))
-    return change
+    return after_status, after_reason, previous, StatusChange(lesson.id, lesson.fingerprint, before_status,
+                                                              after_status, reasons)
+
+
+def _write(session, changes, *, actor: str, at: dt.datetime) -> None:
+    """Every status change and its audit entry, as two executemany statements."""
+    if not changes:
+        return
+    table = Lesson.__table__
+    session.execute(
+        update(table).where(table.c.id == bindparam("_id")).values(
+            status=bindparam("_status"), status_reason=bindparam("_reason"), previous_status=bindparam("_previous"),
+            updated_at=bindparam("_at", type_=table.c.updated_at.type)),
+        [{"_id": lesson.id, "_status": status, "_reason": reason, "_previous": previous, "_at": at}
+         for lesson, status, reason, previous, _change in changes],
+    )
+    now = utcnow()
+    session.execute(insert(AuditEntry.__table__), [
+        {"at": now, "actor": actor, "action": "revalidate", "object_type": "lesson", "object_id": lesson.id,
+         "before": {"status": change.before, "reason": lesson.status_reason},
+         "after": {"status": status, "reason": reason}, "reason": "; ".join(change.reasons)}
+        for lesson, status, reason, _previous, change in changes])

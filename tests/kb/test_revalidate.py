@@ -227,3 +227,132 @@ def test_history_after_a_recall_becomes_evidence(store_factory):
         kinds = sorted(e.kind for e in row.evidence)
     assert kinds == ["confirmed_by_history", "recurred"] and row.confirmations == 1 and row.contradictions == 1
     assert judge_recall_events(store).judged == 0  # each event is judged once
+
+
+# --------------------------------------------------------------------------- scale: what is read
+
+
+UTC = dt.timezone.utc
+
+
+def bare_lesson(store, fix: str) -> str:
+    """A lesson with no conditions at all (nothing a snapshot can contradict)."""
+    sig = fingerprint("Segmentation fault (core dumped)")
+    draft = LessonDraft(fingerprint=sig.fingerprint, template=sig.template, category=sig.category, cause="c",
+                        fix=fix, source="human", author="alice")
+    return record_lesson(store, draft, actor="alice")["lesson_id"]
+
+
+def set_times(store, lesson_times: dict[str, dt.datetime], snapshot_times: dict[int, dt.datetime]) -> None:
+    from hpcmem.kb.models import EnvSnapshot as SnapshotRow
+
+    with store.transaction() as s:
+        for lesson_id, when in lesson_times.items():
+            s.execute(update(Lesson).where(Lesson.id == lesson_id).values(created_at=when, last_confirmed_at=when))
+        for snapshot_id, when in snapshot_times.items():
+            s.execute(update(SnapshotRow).where(SnapshotRow.id == snapshot_id).values(taken_at=when))
+
+
+def test_only_lessons_that_can_change_are_read_and_each_snapshot_is_parsed_once(store, monkeypatch):
+    import hpcmem.kb.environment as environment
+    import hpcmem.kb.revalidate as module
+
+    oct_ = latest_snapshot(store)
+    nov = take(store, NOV)
+    lessons = {lesson(store, Condition("module", "cuda/11.8", "11.8"), fix=f"module load cuda/11.8 #{day}"):
+               dt.datetime(2026, 10, day, 12, tzinfo=UTC) for day in range(2, 30)}  # 28 creation dates
+    plain = [bare_lesson(store, "rebuild with -g"), bare_lesson(store, "run valgrind")]
+    set_times(store, {**lessons, **{p: dt.datetime(2026, 11, 20, tzinfo=UTC) for p in plain}},
+              {oct_.id: dt.datetime(2026, 10, 1, tzinfo=UTC), nov.id: dt.datetime(2026, 11, 1, tzinfo=UTC)})
+    judged, parsed = [], []
+    real_judge, real_from_row = module.judge, environment._from_row
+    monkeypatch.setattr(module, "judge", lambda lesson, *a, **kw: judged.append(lesson.id) or real_judge(lesson, *a, **kw))
+    monkeypatch.setattr(environment, "_from_row", lambda row: parsed.append(row.id) or real_from_row(row))
+
+    report = revalidate(store, nov, unconfirmed_days=180, now=dt.datetime(2026, 11, 30, tzinfo=UTC))
+    assert sorted(judged) == sorted(lessons)  # the two lessons without conditions are not read...
+    assert report.checked == len(lessons) + len(plain)  # ...but counted as checked (nothing can change them)
+    assert parsed == [oct_.id]  # 28 creation dates, one snapshot in force: parsed once
+    assert {c.lesson_id for c in report.changes} == set(lessons)
+
+
+def reference_changes(store, snapshot, *, at, unconfirmed_days) -> tuple[int, list[tuple]]:
+    """Revalidation as first written: every lesson through the ORM, each one's base
+    snapshot looked up on its own. The oracle for the planned changes."""
+    from sqlalchemy.orm import selectinload
+
+    from hpcmem.kb.environment import snapshot_at
+    from hpcmem.kb.revalidate import judge
+
+    checked, changes = 0, []
+    with store.session() as s:
+        for row in s.scalars(select(Lesson).options(selectinload(Lesson.conditions))
+                             .where(Lesson.status != "rejected")).all():
+            if row.status in ("stale", "expired") and row.previous_status is None:
+                continue
+            base = snapshot_at(store, snapshot.cluster, row.created_at)
+            verdict = judge(row, snapshot, base, at=at, unconfirmed_days=unconfirmed_days)
+            if verdict is None:
+                continue
+            checked += 1
+            if verdict.status == "ok":
+                if row.previous_status is not None:
+                    changes.append((row.id, row.status, row.previous_status, ("every condition holds again",)))
+                continue
+            if (verdict.status, "; ".join(verdict.reasons)) != (row.status, row.status_reason):
+                changes.append((row.id, row.status, verdict.status, tuple(verdict.reasons)))
+    return checked, sorted(changes)
+
+
+def test_outcome_equals_the_per_lesson_reference_on_a_mixed_sample(store):
+    """Four snapshots, lessons written under each (and before the first), every kind of
+    condition, manual and revalidated statuses, valid_until and the unconfirmed rule."""
+    from hpcmem.kb.env_snapshot import EnvSnapshot
+
+    oct_ = latest_snapshot(store)
+    nov = take(store, NOV)
+    no_cuda = EnvSnapshot({k: v for k, v in nov.snapshot.modules.items() if k != "cuda"}, nov.snapshot.partitions)
+    dec = save_snapshot(store, no_cuda, cluster="lab", source="dec")[0]
+    conditions = [
+        (Condition("module", "cuda/11.8", "11.8"),), (Condition("module", "cuda/12.4", "12.4"),),
+        (Condition("module", "gcc/12.2.0", "12.2.0"),), (Condition("module", "openmpi/4.1.6", "4.1.6"),),
+        (Condition("partition", "bigmem"),), (Condition("partition_limit", "gpu_test:MaxTime", str(8 * 3600), ">="),),
+        (Condition("partition", "gpu_test"), Condition("module", "cuda/11.8", "11.8")), (),
+    ]
+    times = [dt.datetime(2026, 9, 15, tzinfo=UTC), dt.datetime(2026, 10, 15, tzinfo=UTC),
+             dt.datetime(2026, 11, 1, 6, tzinfo=UTC), dt.datetime(2026, 11, 15, tzinfo=UTC),
+             dt.datetime(2026, 12, 15, tzinfo=UTC), dt.datetime(2025, 1, 1, tzinfo=UTC)]
+    created: dict[str, dt.datetime] = {}
+    statuses: dict[str, dict] = {}
+    n = 0
+    for conds in conditions:
+        for when in times:
+            for state in ({}, {"status": "validated"}, {"status": "stale", "previous_status": "candidate",
+                                                        "status_reason": "old"},
+                          {"status": "expired", "status_reason": "lead: wrong"}, {"status": "rejected"}):
+                n += 1
+                lesson_id = lesson(store, *conds, fix=f"fix number {n}",
+                                   valid_until=dt.datetime(2026, 12, 1, tzinfo=UTC) if n % 7 == 0 else None)
+                created[lesson_id], statuses[lesson_id] = when, state
+    set_times(store, created, {oct_.id: dt.datetime(2026, 10, 1, tzinfo=UTC),
+                               nov.id: dt.datetime(2026, 11, 1, 6, tzinfo=UTC),  # the same day as some lessons
+                               dec.id: dt.datetime(2026, 12, 1, tzinfo=UTC)})
+    with store.transaction() as s:
+        for lesson_id, state in statuses.items():
+            if state:
+                s.execute(update(Lesson).where(Lesson.id == lesson_id).values(**state))
+    now_snapshot = take(store, OCT)  # cuda/11.8 is back, bigmem too
+    at = dt.datetime(2027, 1, 10, tzinfo=UTC)
+
+    for snapshot in (now_snapshot, dec):
+        for days in (None, 180, 30):
+            checked, expected = reference_changes(store, snapshot, at=at, unconfirmed_days=days)
+            plan = revalidate(store, snapshot, dry_run=True, unconfirmed_days=days, now=at)
+            assert plan.checked == checked
+            assert sorted((c.lesson_id, c.before, c.after, tuple(c.reasons)) for c in plan.changes) == expected
+            assert expected  # the sample exercises changes in every setting
+    report = revalidate(store, dec, unconfirmed_days=30, now=at)
+    with store.session() as s:
+        after = {row.id: row.status for row in s.scalars(select(Lesson))}
+    assert all(after[c.lesson_id] == c.after for c in report.changes)
+    assert revalidate(store, dec, unconfirmed_days=30, now=at).changes == []  # and a rerun changes nothing
