@@ -29,6 +29,9 @@ def test_regular_install_has_one_namespace_and_the_data_files(tmp_path: Path):
     pkg = target / "hpcmem"
     assert (pkg / "kb" / "migrations" / "env.py").exists()
     assert sorted(p.name for p in (pkg / "kb" / "migrations" / "versions").glob("0*.py"))
+    # the web console's templates and stylesheet (package-data of hpcmem.cli.web)
+    assert (pkg / "cli" / "web" / "templates" / "trends.html").exists()
+    assert (pkg / "cli" / "web" / "static" / "console.css").exists()
     # -S: no site-packages, so the editable install cannot answer for the regular one.
     code = "import hpcmem, hpcmem.kb, hpcmem.ingest, hpcmem.cli; print(hpcmem.__file__)"
     out = subprocess.run([sys.executable, "-S", "-c", code], env={"PYTHONPATH": str(target)},
