@@ -970,3 +970,26 @@ def test_heuristics_can_be_left_out_for_ablations_and_come_back():
 ])
 def test_exit_statuses_128_plus_n_in_logs_are_signals(line, category):
     assert fingerprint(line).category == category
+
+
+def test_needle_prefilter_never_changes_a_template(monkeypatch):
+    """_mask skips patterns whose literals are absent; with and without that shortcut every
+    sample text (and the Unicode letters that IGNORECASE folds to ASCII) masks the same."""
+    from hpcmem.kb import signatures
+
+    patterns = set(signatures._KEEP) | {signatures._URL, signatures._PATH}
+    patterns |= {entry[0] for entry in signatures._CONTEXT + signatures._GENERIC}
+    assert set(signatures._NEEDLES) <= patterns  # an edited pattern must not keep stale needles
+    from tests.conftest import SAMPLES as samples
+
+    texts = [line for path in sorted(samples.rglob("*")) if path.is_file() and path.suffix in (".log", ".err", ".out", ".txt", ".psv")
+             for line in path.read_text(encoding="utf-8", errors="replace").splitlines()[:400]]
+    texts += ["ſtep 12 failed", "JOB 7 ſtep 3", "pİd=123 gone", "PID 44", "UTF-16 decode", "AVX512F missing",
+              "ſſe4.2 needed", "libcudart.so.11.0: cannot open", "GLIBC_2.29 not found", "sm_80 on x86_64",
+              "0x7ffd at 00001234", "USER=bob", "user alice", "NodeList=cpu-[01-04]", "node cn12 down",
+              "slurmstepd: error: *** JOB 1000044 ON cpu-04 CANCELLED AT 2026-06-04T04:35:02 DUE TO TIME LIMIT ***"]
+    assert len(texts) > 500
+    shortcut = [(fingerprint(t), signatures._mask(t, None)) for t in texts]
+    monkeypatch.setattr(signatures, "_PREFILTER", False)
+    signatures._MASKED_TEMPLATES.clear()
+    assert [(fingerprint(t), signatures._mask(t, None)) for t in texts] == shortcut
