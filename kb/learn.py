@@ -74,22 +74,26 @@ has finished. 250k records with 25k pairs: about 4 s on SQLite (see the test).
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
 import shlex
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import groupby
+from operator import itemgetter
 from types import MappingProxyType
-from typing import Any, Iterator, Mapping, NamedTuple
+from typing import Any, Iterable, Iterator, Mapping, NamedTuple
 
-from sqlalchemy import DateTime, select, type_coerce, update
+from sqlalchemy import DateTime, and_, select, type_coerce, update
 
 from hpcmem.kb.slurm_units import format_time_limit
 from hpcmem.kb.slurm_units import parse_duration, parse_size_mb
 from hpcmem.kb.actions import SBATCH_ALIASES, SBATCH_OPTIONS
 from hpcmem.kb.lessons import Condition, LessonDraft, audit, record_lesson
-from hpcmem.kb.models import JobRecord, Lesson, LessonEvidence, Occurrence, Signature
+from hpcmem.kb.models import JobRecord, Lesson, LessonEvidence, Occurrence, Signature, StoreMeta
+from hpcmem.kb.recorder import current_change_seq
 from hpcmem.kb.store import Store
 from hpcmem.kb.types import utcnow
 
@@ -106,6 +110,9 @@ __all__ = [
 ]
 
 DEFAULT_WINDOW_HOURS = 48.0
+# store_meta: {"change_seq": the Recorder's write counter learned up to, "window_hours"}.
+# One per store: the counter is the store's, whatever the cluster.
+WATERMARK_KEY = "learn:watermark"
 CONFIRM_STEP = 0.05
 MAX_INFERRED_CONFIDENCE = 0.8
 # A fix whose category says which option matters is likelier right than one read off
@@ -179,6 +186,8 @@ class LearnSummary:
     skipped: dict[str, int] = field(default_factory=dict)  # reason -> failures
     lesson_ids: list[str] = field(default_factory=list)  # lessons created or confirmed
     seconds: float = 0.0
+    mode: str = "full"  # or "incremental": only jobs written since the last run, and those around them
+    jobs_read: int | None = None  # incremental runs: job rows read
 
     def skip(self, reason: str, count: int = 1) -> None:
         if count:
@@ -193,6 +202,8 @@ class LearnSummary:
             "skipped": dict(sorted(self.skipped.items())),
             "lesson_ids": list(self.lesson_ids),
             "seconds": self.seconds,
+            "mode": self.mode,
+            "jobs_read": self.jobs_read,
         }
 
 
@@ -561,19 +572,44 @@ def _stream_rows(store: Store) -> Iterator[Any]:
         yield from conn.execution_options(yield_per=5000).execute(query)
 
 
-def _failures(store: Store) -> dict[tuple[str, str], tuple]:
+def _failures(store: Store, jobs: list[tuple[str, str]] | None = None) -> dict[tuple[str, str], tuple]:
     """(cluster, job id) -> (occurrence id, exit code, signature id, category, fingerprint,
-    template) for every occurrence with a signature; signatures are shared tuples."""
+    template) for every occurrence with a signature (or only those of ``jobs``);
+    signatures are shared tuples."""
+    columns = (Occurrence.cluster, Occurrence.job_id, Occurrence.id, Occurrence.exit_code, Occurrence.signature_id)
+    found: dict[tuple[str, str], tuple] = {}
     with store.engine.connect() as conn:
-        signatures = {row[0]: tuple(row[1:]) for row in conn.execute(
-            select(Signature.id, Signature.category, Signature.fingerprint, Signature.template))}
-        found = {}
-        query = select(Occurrence.cluster, Occurrence.job_id, Occurrence.id, Occurrence.exit_code,
-                       Occurrence.signature_id).where(Occurrence.signature_id.is_not(None))
-        for cluster, job_id, occ_id, exit_code, sig_id in conn.execution_options(yield_per=5000).execute(query):
+        if jobs is None:
+            rows = conn.execution_options(yield_per=5000).execute(
+                select(*columns).where(Occurrence.signature_id.is_not(None)))
+        else:
+            rows = [row for cluster, ids in _by_cluster(jobs) for chunk in _chunks(ids) for row in conn.execute(
+                select(*columns).where(Occurrence.cluster == cluster, Occurrence.job_id.in_(chunk),
+                                       Occurrence.signature_id.is_not(None)))]
+        rows = list(rows)
+        wanted = sorted({row[4] for row in rows})
+        signatures = {}
+        for chunk in ([None] if jobs is None else _chunks(wanted)):
+            query = select(Signature.id, Signature.category, Signature.fingerprint, Signature.template)
+            if chunk is not None:
+                query = query.where(Signature.id.in_(chunk))
+            signatures.update({row[0]: tuple(row[1:]) for row in conn.execute(query)})
+        for cluster, job_id, occ_id, exit_code, sig_id in rows:
             if sig_id in signatures:
                 found[(cluster, job_id)] = (occ_id, exit_code, sig_id, *signatures[sig_id])
     return found
+
+
+def _by_cluster(jobs: list[tuple[str, str]]) -> list[tuple[str, list[str]]]:
+    grouped: dict[str, list[str]] = defaultdict(list)
+    for cluster, job_id in jobs:
+        grouped[cluster].append(job_id)
+    return sorted(grouped.items())
+
+
+def _chunks(items: list, size: int = 900) -> Iterator[list]:  # under SQLite's variable limit
+    for start in range(0, len(items), size):
+        yield items[start:start + size]
 
 
 class _Pair(NamedTuple):
@@ -581,23 +617,14 @@ class _Pair(NamedTuple):
     succeeded: _Job
 
 
-def _find_pairs(store: Store, window: dt.timedelta, summary: LearnSummary) -> list[_Pair]:
+def _sweep(rows: Iterable[Any], failures: Mapping[tuple[str, str], tuple], window: dt.timedelta,
+           summary: LearnSummary) -> list[_Pair]:
+    """The pairs in one user's job rows, in (submit time, id) order."""
     pairs: list[_Pair] = []
-    user: tuple[str, str] | None = None
     open_by_key: dict[tuple[str, ...], list[_Job]] = defaultdict(list)
     open_ids: set[int] = set()  # occurrence ids of failures still waiting for a follow-up
-
-    def close_user() -> None:
-        summary.skip("no_followup", len(open_ids))
-        open_by_key.clear()
-        open_ids.clear()
-
-    failures = _failures(store)
     no_failure = (None,) * 6
-    for row in _stream_rows(store):
-        if (row[0], row[2]) != user:
-            close_user()
-            user = (row[0], row[2])
+    for row in rows:
         failed, state = row[6], row[5]
         if not failed and (state != "COMPLETED" or not open_ids):
             continue  # most rows: nothing is waiting for this job
@@ -633,8 +660,81 @@ def _find_pairs(store: Store, window: dt.timedelta, summary: LearnSummary) -> li
             open_ids.add(job.occurrence_id)
             for key in _keys(job):
                 open_by_key[key].append(job)
-    close_user()
+    summary.skip("no_followup", len(open_ids))
     return pairs
+
+
+def _all_pairs(store: Store, window: dt.timedelta, summary: LearnSummary) -> list[_Pair]:
+    """A full run: every user's whole history, streamed once."""
+    failures = _failures(store)
+    pairs: list[_Pair] = []
+    for _user, rows in groupby(_stream_rows(store), key=itemgetter(0, 2)):
+        pairs.extend(_sweep(rows, failures, window, summary))
+    return pairs
+
+
+# An incremental run re-reads, per user, the jobs around each changed one. A failure's
+# outcome depends only on what follows it: its partner is the first completed job of the
+# same work in [anchor, anchor + W] (W: the window), and that job answers the latest of
+# its failures per signature. A changed job at time t (a failure's anchor, a completed
+# job's submit time) therefore changes only outcomes of failures anchored in [t - W, t]
+# (a new partner) or in (t, t + W] (a partner's other failures), and those are decided
+# by the failures anchored and the completed jobs submitted in [t - W, t + W]. Reading
+# from t - W, the sweep misses failures anchored earlier; they are older than every
+# failure it reads, so they never change which one is the latest.
+
+
+def _changed_users(store: Store, since: int, window: dt.timedelta) -> dict[tuple[str, str], list[list[dt.datetime]]]:
+    """(cluster, user) -> [[start, end], ...]: the times to re-read around the job rows
+    written after ``since``, overlapping ranges merged."""
+    times: dict[tuple[str, str], list[dt.datetime]] = defaultdict(list)
+    query = (select(JobRecord.cluster, JobRecord.user_name, JobRecord.failed, JobRecord.state,
+                    type_coerce(JobRecord.submit_time, DateTime()), type_coerce(JobRecord.end_time, DateTime()))
+             .where(JobRecord.change_seq > since, JobRecord.user_name.is_not(None), JobRecord.submit_time.is_not(None)))
+    with store.engine.connect() as conn:
+        for cluster, user, failed, state, submit, end in conn.execute(query):
+            if failed:
+                times[(cluster, user)].append(end or submit)
+            elif state == "COMPLETED":
+                times[(cluster, user)].append(submit)
+    ranges: dict[tuple[str, str], list[list[dt.datetime]]] = {}
+    for user, moments in sorted(times.items()):
+        merged: list[list[dt.datetime]] = []
+        for t in sorted(moments):
+            if merged and t - window <= merged[-1][1]:
+                merged[-1][1] = t + window
+            else:
+                merged.append([t - window, t + window])
+        ranges[user] = merged
+    return ranges
+
+
+def _rows_around(conn, cluster: str, user: str, low: dt.datetime, high: dt.datetime) -> list[tuple]:
+    """The user's jobs submitted in [low, high], plus the failures submitted earlier that
+    ended in it (long jobs), in (submit time, id) order."""
+    columns = (*_JOB_COLUMNS, JobRecord.id)
+    mine = (JobRecord.cluster == cluster, JobRecord.user_name == user)
+    rows = {row[-1]: row for row in conn.execute(
+        select(*columns).where(*mine, JobRecord.submit_time >= low, JobRecord.submit_time <= high))}
+    # Failures are found through their occurrences (indexed by user and by end time);
+    # a failure without one never waits for a follow-up anyway.
+    late = (select(*columns).join(Occurrence, and_(Occurrence.cluster == JobRecord.cluster,
+                                                   Occurrence.job_id == JobRecord.job_id))
+            .where(Occurrence.cluster == cluster, Occurrence.user_name == user, Occurrence.end_time >= low,
+                   Occurrence.end_time <= high, *mine, JobRecord.submit_time < low, JobRecord.failed.is_(True)))
+    rows.update((row[-1], row) for row in conn.execute(late))
+    return [tuple(row[:-1]) for row in sorted(rows.values(), key=lambda r: (r[16], r[-1]))]
+
+
+def _changed_pairs(store: Store, since: int, window: dt.timedelta, summary: LearnSummary) -> list[_Pair]:
+    """An incremental run: the pairs the job rows written after ``since`` can change."""
+    with store.engine.connect() as conn:
+        segments = [_rows_around(conn, cluster, user, start, end)
+                    for (cluster, user), ranges in _changed_users(store, since, window).items()
+                    for start, end in ranges]
+    summary.jobs_read = sum(len(rows) for rows in segments)
+    failures = _failures(store, [(row[0], row[1]) for rows in segments for row in rows if row[6]])
+    return [pair for rows in segments for pair in _sweep(rows, failures, window, summary)]
 
 
 # --------------------------------------------------------------------------- one pair
@@ -777,24 +877,30 @@ def _evidence(pair: _Pair) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------- writing
 
 
-def _known_lessons(store: Store) -> tuple[dict[tuple, str], set[int]]:
-    """Existing inferred lessons by (signature, action key) and the occurrences they cite."""
+def _known_lessons(store: Store, pairs: list[_Pair]) -> tuple[dict[tuple, str], set[int]]:
+    """Existing inferred lessons on the pairs' signatures by (signature, action key), and
+    which of the pairs' failures are already evidence of an inferred lesson."""
     by_key: dict[tuple, str] = {}
     used: set[int] = set()
+    signatures = sorted({p.failed.signature_id for p in pairs})
+    occurrences = sorted({p.failed.occurrence_id for p in pairs})
     with store.session() as session:
-        for lesson_id, sig_id, actions in session.execute(
-            select(Lesson.id, Lesson.signature_id, Lesson.actions).where(Lesson.source == "inferred")
-            .order_by(Lesson.created_at, Lesson.id)
-        ):
-            by_key.setdefault((sig_id, _action_key(actions or [])), lesson_id)
-        used.update(
-            session.scalars(
-                select(LessonEvidence.occurrence_id)
-                .join(Lesson, Lesson.id == LessonEvidence.lesson_id)
-                .where(Lesson.source == "inferred", LessonEvidence.kind == "occurrence",
-                       LessonEvidence.occurrence_id.is_not(None))
+        for chunk in _chunks(signatures):  # a signature's lessons all come in one chunk, oldest first
+            for lesson_id, sig_id, actions in session.execute(
+                select(Lesson.id, Lesson.signature_id, Lesson.actions)
+                .where(Lesson.source == "inferred", Lesson.signature_id.in_(chunk))
+                .order_by(Lesson.created_at, Lesson.id)
+            ):
+                by_key.setdefault((sig_id, _action_key(actions or [])), lesson_id)
+        for chunk in _chunks(occurrences):
+            used.update(
+                session.scalars(
+                    select(LessonEvidence.occurrence_id)
+                    .join(Lesson, Lesson.id == LessonEvidence.lesson_id)
+                    .where(Lesson.source == "inferred", LessonEvidence.kind == "occurrence",
+                           LessonEvidence.occurrence_id.in_(chunk))
+                )
             )
-        )
     return by_key, used
 
 
@@ -825,14 +931,43 @@ def _confirm(store: Store, confirmations: dict[str, list[_Pair]], actor: str) ->
             audit(session, actor, "confirm", lesson_id, before, after, reason=f"resubmission pairs {jobs}")
 
 
+def _watermark(store: Store) -> dict[str, Any] | None:
+    with store.session() as session:
+        value = session.scalar(select(StoreMeta.value).where(StoreMeta.key == WATERMARK_KEY))
+    try:
+        return json.loads(value) if value else None
+    except ValueError:
+        return None  # unreadable: learn everything once more
+
+
+def _save_watermark(store: Store, change_seq: int, window_hours: float) -> None:
+    value = json.dumps({"change_seq": change_seq, "window_hours": window_hours})
+    with store.transaction() as session:
+        session.merge(StoreMeta(key=WATERMARK_KEY, value=value))
+
+
 def learn_from_history(store: Store, *, window_hours: float = DEFAULT_WINDOW_HOURS,
-                       actor: str = "hpcmem-learn") -> LearnSummary:
-    """Turn failed jobs and their completed resubmissions into inferred lessons."""
+                       actor: str = "hpcmem-learn", full: bool = False) -> LearnSummary:
+    """Turn failed jobs and their completed resubmissions into inferred lessons.
+
+    After the first run only the jobs written since the last one are considered, with the
+    jobs around them they can pair with (see ``_changed_pairs``); the lessons come out as
+    a full run would make them. ``full`` (or another window than last time) reads every
+    job again.
+    """
     started = time.perf_counter()
     summary = LearnSummary()
-    pairs = _find_pairs(store, dt.timedelta(hours=window_hours), summary)
+    window = dt.timedelta(hours=window_hours)
+    with store.engine.connect() as conn:
+        upto = current_change_seq(conn)  # before reading: rows written meanwhile come next time
+    mark = None if full else _watermark(store)
+    if mark is not None and mark.get("window_hours") == window_hours and isinstance(mark.get("change_seq"), int):
+        summary.mode = "incremental"
+        pairs = _changed_pairs(store, mark["change_seq"], window, summary)
+    else:
+        pairs = _all_pairs(store, window, summary)
     summary.pairs_found = len(pairs)
-    by_key, used = _known_lessons(store)
+    by_key, used = _known_lessons(store, pairs)
     confirmations: dict[str, list[_Pair]] = defaultdict(list)
     for pair in sorted(pairs, key=lambda p: (p.failed.anchor, p.failed.cluster, p.failed.job_id)):
         if pair.failed.occurrence_id in used:
@@ -866,5 +1001,6 @@ def learn_from_history(store: Store, *, window_hours: float = DEFAULT_WINDOW_HOU
     _confirm(store, confirmations, actor)
     summary.lessons_confirmed = sum(len(p) for p in confirmations.values())
     summary.lesson_ids.extend(i for i in confirmations if i not in summary.lesson_ids)
+    _save_watermark(store, upto, window_hours)
     summary.seconds = round(time.perf_counter() - started, 3)
     return summary

@@ -141,6 +141,8 @@ class JobRecord(Base):
         UniqueConstraint("cluster", "job_id"),
         Index(None, "cluster", "user_name", "job_name"),
         Index(None, "cluster", "user_name", "work_dir"),
+        Index(None, "cluster", "user_name", "submit_time"),  # learn reads a user's jobs around a change
+        Index(None, "change_seq"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -163,6 +165,9 @@ class JobRecord(Base):
     submit_line: Mapped[str | None] = mapped_column(Text)
     submit_time: Mapped[dt.datetime | None] = mapped_column()
     end_time: Mapped[dt.datetime | None] = mapped_column()
+    # The Recorder's write counter (store_meta 'job_records.change_seq') when the row was
+    # last written: learn reads the rows past its watermark. NULL: written before 0006.
+    change_seq: Mapped[int | None] = mapped_column(Integer)
 
 
 class Lesson(Base):
@@ -243,6 +248,7 @@ class LessonAlias(Base):
 
 class LessonEvidence(Base):
     __tablename__ = "lesson_evidence"
+    __table_args__ = (Index(None, "occurrence_id"),)  # learn: is this failure already evidence?
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     lesson_id: Mapped[str] = mapped_column(ForeignKey("lessons.id", ondelete="CASCADE"), index=True)

@@ -33,14 +33,16 @@ from typing import Any, Callable, Iterable
 from sqlalchemy import JSON, Boolean, bindparam, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
-from hpcmem.kb.models import JobRecord, Occurrence, Signature
+from hpcmem.kb.models import JobRecord, Occurrence, Signature, StoreMeta
 from hpcmem.kb.redact import redact
 from hpcmem.kb.signatures import FailureSignature as SignatureKey
 from hpcmem.kb.signatures import signature_of_block
 from hpcmem.kb.store import Store
 from hpcmem.kb.types import UTCDateTime, utcnow
 
-JOB_COLUMNS = tuple(c.name for c in JobRecord.__table__.columns if c.name != "id")
+# What readers give; change_seq is the recorder's own (one value per flush).
+JOB_COLUMNS = tuple(c.name for c in JobRecord.__table__.columns if c.name not in ("id", "change_seq"))
+CHANGE_SEQ_KEY = "job_records.change_seq"  # store_meta: the last write counter handed out
 OCCURRENCE_COLUMNS = tuple(
     c.name for c in Occurrence.__table__.columns if c.name not in ("id", "signature_id", "observed_at")
 )
@@ -190,13 +192,20 @@ class Recorder:
         if not self._jobs and not self._failures:
             return
         jobs, failures = list(self._jobs.values()), list(self._failures.values())
+        # failures of jobs not in this batch: their job rows change too (a new signature)
+        orphans = [key for key in self._failures if key not in self._jobs]
         self._jobs, self._failures = {}, {}
         with self.store.transaction() as session:
             conn = session.connection()
+            seq = next_change_seq(conn)
             if jobs:
-                self._upsert_jobs(conn, jobs)
+                self._upsert_jobs(conn, [(*row, seq) for row in jobs])
             if failures:
                 self._write_failures(conn, failures)
+            if orphans:
+                table = JobRecord.__table__
+                conn.execute(update(table).where(table.c.cluster == bindparam("_c"), table.c.job_id == bindparam("_j"))
+                             .values(change_seq=seq), [{"_c": c, "_j": j} for c, j in orphans])
 
     def _executemany(self, conn, sql: str, rows: list) -> None:
         """``executemany`` on the driver connection inside the session's transaction."""
@@ -348,13 +357,34 @@ class Recorder:
         return self.stats
 
 
+def next_change_seq(conn) -> int:
+    """The next write counter, inside the caller's transaction. Its row stays locked until
+    commit (SQLite: the write lock; PostgreSQL: the row lock), so counters become visible
+    in the order they were handed out and a reader that saw N has seen every row <= N."""
+    from sqlalchemy import Integer, Text, cast
+
+    table = StoreMeta.__table__
+    insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
+    conn.execute(insert(table).values(key=CHANGE_SEQ_KEY, value="0").on_conflict_do_nothing(index_elements=["key"]))
+    conn.execute(update(table).where(table.c.key == CHANGE_SEQ_KEY)
+                 .values(value=cast(cast(table.c.value, Integer) + 1, Text)))
+    return int(conn.scalar(select(table.c.value).where(table.c.key == CHANGE_SEQ_KEY)))
+
+
+def current_change_seq(conn) -> int:
+    """The last write counter handed out and committed (0: none yet)."""
+    table = StoreMeta.__table__
+    value = conn.scalar(select(table.c.value).where(table.c.key == CHANGE_SEQ_KEY))
+    return int(value) if value is not None else 0
+
+
 @lru_cache(maxsize=2)
 def _job_upsert_sql(mark: str) -> str:
     # Merge, never erase: an epilog event knows less than sacct and may arrive later.
-    columns = ", ".join(JOB_COLUMNS)
-    merge = ", ".join(f"{c} = coalesce(excluded.{c}, job_records.{c})" for c in JOB_COLUMNS
-                      if c not in ("cluster", "job_id"))
-    marks = ", ".join([mark] * len(JOB_COLUMNS))
+    columns = ", ".join(JOB_COLUMNS + ("change_seq",))
+    merge = ", ".join([f"{c} = coalesce(excluded.{c}, job_records.{c})" for c in JOB_COLUMNS
+                       if c not in ("cluster", "job_id")] + ["change_seq = excluded.change_seq"])
+    marks = ", ".join([mark] * (len(JOB_COLUMNS) + 1))
     return (f"INSERT INTO job_records ({columns}) VALUES ({marks}) "
             f"ON CONFLICT (cluster, job_id) DO UPDATE SET {merge}")
 

@@ -131,8 +131,10 @@ def test_relearning_is_idempotent_and_new_pairs_confirm(lab_week):
     before = lessons_by_failed_job(lab_week)
     evidence = count(lab_week, LessonEvidence)
 
-    again = learn_from_history(lab_week)
-    assert (again.lessons_created, again.lessons_confirmed, again.pairs_found) == (0, 0, 10)
+    unchanged = learn_from_history(lab_week)  # nothing written since: nothing read
+    assert (unchanged.mode, unchanged.jobs_read, unchanged.pairs_found) == ("incremental", 0, 0)
+    again = learn_from_history(lab_week, full=True)
+    assert (again.mode, again.lessons_created, again.lessons_confirmed, again.pairs_found) == ("full", 0, 0, 10)
     assert again.skipped["already_learned"] == 7
     assert count(lab_week, Lesson) == 6 and count(lab_week, LessonEvidence) == evidence
     after = lessons_by_failed_job(lab_week)
@@ -142,6 +144,7 @@ def test_relearning_is_idempotent_and_new_pairs_confirm(lab_week):
     # A new week brings relax_slab: 16G ran out, 32G completed -> the same "--mem=32G" lesson.
     ingest(lab_week, RESUB / "lab-followups.psv")
     third = learn_from_history(lab_week)
+    assert third.mode == "incremental"
     oom = lessons_by_failed_job(lab_week)["53013"]
     assert oom["lesson_id"] == before["52004"]["lesson_id"]
     assert (oom["confirmations"], oom["confidence"]) == (2, 0.6)
@@ -343,5 +346,115 @@ def test_250k_job_records_are_learned_in_seconds(store_factory):
     assert count(store, LessonEvidence) == 50000
     assert seconds < 30, f"learning 250k job records took {seconds:.1f} s"
     began = time.perf_counter()
-    again = learn_from_history(store)
+    again = learn_from_history(store, full=True)
     assert again.skipped == {"already_learned": 25000} and time.perf_counter() - began < 30
+
+
+# --------------------------------------------------------------------------- incremental runs
+
+
+OOM = ("slurmstepd: error: Detected 1 oom-kill event(s) in StepId={job}.batch. Some of your processes may have "
+       "been killed by the cgroup out-of-memory handler.")
+TIMEOUT = "slurmstepd: error: *** JOB {job} ON n1 CANCELLED AT 2026-03-01T00:00:00 DUE TO TIME LIMIT ***"
+
+
+def history(seed: int = 3, users: int = 12, jobs: int = 80):
+    """Jobs of several users in submit order: failures (some running for days, some
+    failing twice before the fix), resubmissions that raise memory or time or change
+    nothing, windows that overlap any split."""
+    import random
+
+    rng = random.Random(seed)
+    out = []
+    for user in range(users):
+        t = dt.datetime(2026, 3, 1, tzinfo=UTC) + dt.timedelta(hours=rng.random() * 20)
+        mem, hours = 4, 2
+        for n in range(jobs):
+            name = f"run{rng.randrange(3)}"
+            job_id = f"{user}{n:04d}"
+            failed = rng.random() < 0.3
+            kind = rng.choice(("oom", "timeout"))
+            minutes = rng.choice((5, 30, 90, 60 * 24 * 3)) if failed else rng.randint(1, 120)
+            state = ("OUT_OF_MEMORY" if kind == "oom" else "TIMEOUT") if failed else "COMPLETED"
+            job = {"cluster": "lab", "job_id": job_id, "user_name": f"u{user}", "account": "a", "job_name": name,
+                   "partition": "cpu", "state": state, "failed": failed, "req_mem_mb": mem * 1024.0, "req_cpus": 2,
+                   "req_time_s": hours * 3600, "work_dir": f"/home/u{user}/w", "elapsed_s": minutes * 60,
+                   "submit_line": f"sbatch --mem={mem}G --time={hours:02d}:00:00 {name}.sh",
+                   "submit_time": t, "end_time": t + dt.timedelta(minutes=minutes)}
+            failure = None
+            if failed:
+                failure = {k: job[k] for k in ("cluster", "job_id", "job_name", "user_name", "partition", "state",
+                                               "submit_time", "end_time")}
+                failure |= {"exit_code": 0, "source": "sacct",
+                            "message": (OOM if kind == "oom" else TIMEOUT).format(job=job_id)}
+                if rng.random() < 0.7:  # the next attempt asks for more
+                    mem, hours = (mem * 2, hours) if kind == "oom" else (mem, hours * 2)
+            out.append((job, failure))
+            t += dt.timedelta(hours=rng.choice((0.2, 1, 5, 20, 40, 70)))
+    return sorted(out, key=lambda item: (item[0]["submit_time"], item[0]["job_id"]))
+
+
+def record(store, items) -> None:
+    from hpcmem.kb.recorder import Recorder
+
+    recorder = Recorder(store)
+    for job, failure in items:
+        recorder.add(dict(job) if job else None, dict(failure) if failure else None)
+    recorder.close()
+
+
+def learned(store) -> list[tuple]:
+    """Inferred lessons by content: signature, actions, conditions, counts, evidence.
+    An action's "from" (and the texts) come from whichever pair created the lesson, which
+    depends on the order jobs arrived in, for a full run as much as for an incremental one."""
+    out = []
+    with store.session() as s:
+        for lesson in s.scalars(select(Lesson).where(Lesson.source == "inferred")).all():
+            data = lesson_to_dict(lesson)
+            actions = [sorted((k, v) for k, v in a.items() if k != "from") for a in data["actions"]]
+            out.append((lesson.fingerprint, repr(sorted(actions)),
+                        repr(sorted(tuple(sorted(c.items())) for c in data["conditions"])), data["confirmations"],
+                        round(data["confidence"], 4), tuple(sorted(evidence_pairs(data)))))
+    return sorted(out)
+
+
+@pytest.mark.parametrize("parts, seed, order", [(2, 3, 1), (5, 4, 1), (12, 5, 1), (2, 6, -1), (7, 7, -1)])
+def test_incremental_runs_learn_what_one_full_run_learns(store_factory, parts, seed, order):
+    """Parts recorded in time order, or latest first (a failure arrives after the job that fixed it)."""
+    items = history(seed)
+    whole = store_factory().open()
+    record(whole, items)
+    full = learn_from_history(whole)
+    assert full.mode == "full" and full.lessons_created > 5 and full.lessons_confirmed > 5
+
+    store = store_factory("parts").open()
+    size = -(-len(items) // parts)
+    reads = []
+    for start in list(range(0, len(items), size))[::order]:
+        record(store, items[start:start + size])
+        summary = learn_from_history(store)
+        reads.append(summary.jobs_read)
+    assert summary.mode == "incremental" and reads[0] is None  # the first run has no watermark
+    assert all(read < len(items) for read in reads[1:])
+    # The lesson a pair creates may differ (whichever pair came first); what is learned does not.
+    assert learned(store) == learned(whole)
+
+
+def test_a_job_that_completes_later_or_gains_its_occurrence_later_is_learned(store_factory):
+    store = store_factory().open()
+    start = dt.datetime(2026, 3, 1, tzinfo=UTC)
+    failed = {"cluster": "lab", "job_id": "1", "user_name": "u", "job_name": "fit", "partition": "cpu",
+              "state": "OUT_OF_MEMORY", "failed": True, "req_mem_mb": 4096.0, "work_dir": "/w",
+              "submit_line": "sbatch --mem=4G fit.sh", "submit_time": start, "end_time": start + dt.timedelta(hours=1)}
+    retry = failed | {"job_id": "2", "state": "RUNNING", "failed": False, "req_mem_mb": 8192.0,
+                      "submit_line": "sbatch --mem=8G fit.sh", "submit_time": start + dt.timedelta(hours=2),
+                      "end_time": None}
+    record(store, [(failed, None), (retry, None)])  # no occurrence yet: nothing to learn
+    assert learn_from_history(store).pairs_found == 0
+    record(store, [(None, {k: failed[k] for k in ("cluster", "job_id", "user_name", "state", "submit_time",
+                                                  "end_time")} | {"source": "log", "message": OOM.format(job=1)})])
+    assert learn_from_history(store).pairs_found == 0  # the occurrence came; the retry still runs
+    record(store, [(retry | {"state": "COMPLETED", "end_time": start + dt.timedelta(hours=3)}, None)])
+    summary = learn_from_history(store)
+    assert (summary.mode, summary.lessons_created) == ("incremental", 1)
+    assert learned(store)[0][1] == repr([[("option", "--mem"), ("to", "8G"), ("type", "sbatch")]])
