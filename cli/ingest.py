@@ -81,10 +81,10 @@ def ingest_sacct(
             summary = run(store, counting, cluster=cluster, fields=fields, source=str(path),
                           on_progress=lambda _rows: update(counting.bytes), scan_logs=logs, tz=zone,
                           delimiter=delimiter)
-    if learn and summary.failures:
-        from hpcmem.kb.learn import learn_from_history
+    if learn:
+        from hpcmem.ingest.learning import learn_after_ingest
 
-        summary.learned = learn_from_history(store).as_dict()
+        learn_after_ingest(store, summary)
     _report(summary, json_)
 
 

@@ -35,10 +35,10 @@ def ingest_spool(
     dirs = list(spool) or [STATE.config.get("spool.dir")]
     store = STATE.stack.by_scope(scope).open()
     summary = drain_spool(store, dirs, users=list(user) or None, budget_s=budget, retry_for_s=retry_for)
-    if learn and summary.failures:
-        from hpcmem.kb.learn import learn_from_history
+    if learn:
+        from hpcmem.ingest.learning import learn_after_ingest
 
-        summary.learned = learn_from_history(store).as_dict()
+        learn_after_ingest(store, summary)
     if scope != "user" and (summary.ingested or summary.learned):
         from hpcmem.cli.lessons import embed_in_shared
 
