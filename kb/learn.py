@@ -192,7 +192,7 @@ class LearnSummary:
     lessons_created: int = 0
     lessons_confirmed: int = 0  # confirmations added to existing (or just created) lessons
     transient: int = 0  # pairs where the same request succeeded, or the failure was not the job's
-    skipped: dict[str, int] = field(default_factory=dict)  # reason -> failures
+    skipped: dict[str, int] = field(default_factory=dict)  # reason -> failures (of the jobs read)
     lesson_ids: list[str] = field(default_factory=list)  # lessons created or confirmed
     seconds: float = 0.0
     mode: str = "full"  # or "incremental": only jobs written since the last run, and those around them
