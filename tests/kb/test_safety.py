@@ -290,7 +290,7 @@ def test_injection_flags_carry_severity_from_the_table():
 # --- trust -----------------------------------------------------------------------------
 
 def test_every_lesson_source_has_a_trust_label():
-    from hpcmem.kb.models import LESSON_SOURCES
+    from hpcmem.kb.lessons import LESSON_SOURCES
 
     assert set(SOURCE_TRUST) == set(LESSON_SOURCES)
     assert all(trust_level(s) in TRUST_LEVELS for s in LESSON_SOURCES)
