@@ -17,6 +17,7 @@ A conflict is evidence for the scorer (``kb/scoring.py``) and is spelled out to 
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -90,6 +91,7 @@ class Difference:
     lesson: str
     kind: str  # "version" | "minor_version" | "name"
     matters: bool  # the lesson's fix names what differs
+    gap: float = 0.0  # versions only: log(1 + distance at the first component that differs)
 
     def as_dict(self) -> dict[str, Any]:
         return {"query": self.query, "lesson": self.lesson, "kind": self.kind, "matters": self.matters}
@@ -107,6 +109,24 @@ class Comparison:
     @property
     def conflicts_that_do_not(self) -> int:
         return sum(1 for d in self.differences if not d.matters)
+
+    @property
+    def version_conflicts(self) -> int:
+        """Same library/symbol/module, another version, where the fix does not name it
+        (GLIBCXX_3.4.29 vs 3.4.32 under a fix that says "load a newer gcc")."""
+        return sum(1 for d in self.differences if not d.matters and d.kind != "name")
+
+    @property
+    def version_gap(self) -> float:
+        """How far apart the most distant differing version is (0 when none differs):
+        GLIBCXX_3.4.22 is nearer 3.4.20 (log 3) than 3.4.31 (log 10); the further apart
+        two versions are, the less likely one fix serves both."""
+        return max((d.gap for d in self.differences if not d.matters and d.kind != "name"), default=0.0)
+
+    @property
+    def name_conflicts(self) -> int:
+        """Another library/module/exception of the same kind, where the fix does not name it."""
+        return sum(1 for d in self.differences if not d.matters and d.kind == "name")
 
 
 def fix_text(fix: str, actions: Iterable[dict[str, Any]] = ()) -> str:
@@ -143,6 +163,14 @@ def _compatible(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
     return a[:n] == b[:n]
 
 
+def _gap(a: tuple[int, ...], b: tuple[int, ...]) -> float:
+    """log(1 + |a_i - b_i|) at the first component i where two parsed versions differ."""
+    for x, y in zip(a, b):
+        if x != y:
+            return math.log1p(abs(x - y))
+    return 0.0
+
+
 def compare(query: tuple[FixToken, ...], lesson: tuple[FixToken, ...], fix: str) -> Comparison:
     """How the query's fix-deciding tokens agree or conflict with a lesson's."""
     agree, differences = 0, []
@@ -152,7 +180,9 @@ def compare(query: tuple[FixToken, ...], lesson: tuple[FixToken, ...], fix: str)
             continue  # the query says nothing about this kind: no evidence either way
         same_name = [qt for qt in query if qt.kind == lt.kind and qt.name == lt.name]
         if any(_compatible(qt.version, lt.version) for qt in same_name):
-            agree += 1
+            # An exception class is evidence of its own words (the lexical overlap) and, like
+            # a different one, is not counted as a fix-deciding token here.
+            agree += lt.kind != "exception"
             continue
         if same_name:
             qt = same_name[0]
@@ -163,7 +193,7 @@ def compare(query: tuple[FixToken, ...], lesson: tuple[FixToken, ...], fix: str)
             # A minor difference matters only when the fix names the exact version
             # (GLIBCXX_3.4.29 -> gcc 11); a major one also when it names the major (cuda/11.8).
             matters = _mentions_exact(lt, fix) if kind == "minor_version" else _mentions_version(lt, fix)
-            differences.append(Difference(qt.text, lt.text, kind, matters))
+            differences.append(Difference(qt.text, lt.text, kind, matters, _gap(qt.version, lt.version)))
         elif lt.kind != "exception":
             qt = next(t for t in query if t.kind == lt.kind)
             # Another library/module/package: it matters when the fix names the lesson's one or

@@ -13,7 +13,12 @@ emb_decisive        cosine of the decisive lines' embeddings (MiniLM)
 emb_excerpt         cosine of the excerpts' embeddings
 fix_agree           fix-deciding tokens (sonames, versions, modules...) the two share
 conflict_matters    such tokens that differ where the lesson's fix names them
-conflict_other      such tokens that differ where the fix does not depend on them
+conflict_version    such a token with the lesson's name but another version, where the fix
+                    does not name the version (GLIBCXX_3.4.29 vs 3.4.32)
+conflict_name       such a token of the same kind with another name, where the fix does not
+                    name it (``conflict_other``, their sum, serves models fitted before)
+version_gap         how far apart such versions are: log(1 + the difference at the first
+                    component that differs), capped at 3
 margin              how far this lesson's similarity is ahead of the best other candidate's
 ==================  =====================================================================
 
@@ -45,7 +50,8 @@ from hpcmem.kb.signatures import FailureSignature, excerpt_template, words
 
 MODEL_PATH = os.path.join(os.path.dirname(__file__), "rules", "recall_model.json")
 FULL_FEATURES = ("exact", "same_category", "query_unknown", "lex_lesson", "lex_query", "lex_decisive",
-                 "emb_decisive", "emb_excerpt", "fix_agree", "conflict_matters", "conflict_other", "margin")
+                 "emb_decisive", "emb_excerpt", "fix_agree", "conflict_matters", "conflict_version", "conflict_name", "version_gap",
+                 "margin")
 # What "similarity" means for the margin and for choosing among a lesson's variants.
 _SIMILARITY = ("exact", "lex_lesson", "lex_decisive", "emb_decisive", "emb_excerpt")
 LEXICAL_FEATURES = tuple(f for f in FULL_FEATURES if not f.startswith("emb_"))
@@ -170,6 +176,9 @@ def features(probe: Probe, variant: Variant, fix: str, actions: list[dict[str, A
         "fix_agree": float(min(comparison.agree, 2)),
         "conflict_matters": float(min(comparison.conflicts_that_matter, 2)),
         "conflict_other": float(min(comparison.conflicts_that_do_not, 2)),
+        "conflict_version": float(min(comparison.version_conflicts, 2)),
+        "conflict_name": float(min(comparison.name_conflicts, 2)),
+        "version_gap": min(comparison.version_gap, 3.0),
     }
     if with_vectors:
         x["emb_decisive"] = _cosine(probe.vectors["decisive"], variant.vectors["decisive"])

@@ -129,8 +129,10 @@ def _parse_rule(entry: object, where: str) -> Rule:
     if not patterns:
         raise ConfigError(f"{where}: 'patterns' needs at least one regex")
     pick = entry.get("pick", "first")
-    if pick not in ("first", "last"):
-        raise ConfigError(f"{where}: 'pick' must be \"first\" or \"last\", not {pick!r}")
+    if pick not in ("first", "last", "highest"):
+        raise ConfigError(f"{where}: 'pick' must be \"first\", \"last\" or \"highest\", not {pick!r}")
+    if pick == "highest" and not all("version" in regex.groupindex for regex in patterns):
+        raise ConfigError(f"{where}: pick = \"highest\" needs a (?P<version>...) group in every pattern")
     priority = entry.get("priority", 0)
     if not isinstance(priority, int):
         raise ConfigError(f"{where}: 'priority' must be an integer")
@@ -595,7 +597,8 @@ _BANNER_NOISE = (
     r"MPI_ABORT was invoked|with errorcode|Primary job\s+terminated|Child job \d+ terminated|"
     r"mpirun noticed|Process name:|Exit code:|application called MPI_Abort|[\w.]+ (?:failed|returned|exited)|"
     r"Root Cause|Failures:|<NO_OTHER_FAILURES>|time\s+:|host\s+:|rank\s+:|exitcode\s+:|error_file\s*:|"
-    r"traceback\s*:|srun: error: .*(?:task|Exited)|srun: Job step aborted|slurmstepd: error: \*\*\*|\[\w.+-]+:\d+\] \d+ more process)"
+    r"traceback\s*:|srun: error: .*(?:task|Exited)|srun: Job step aborted|slurmstepd: error: \*\*\*|\[\w.+-]+:\d+\] \d+ more process|"
+    r".*\b\d+ more process(?:es)? ha(?:s|ve) sent help message|.*Set MCA parameter \"?orte_base_help_aggregate)"
 )
 _ERRORISH = (
     r"(?i)\b(?:error|fatal|fail(?:ed|ure)?|abort(?:ed)?|exception|denied|cannot|can't|unable|"
@@ -631,17 +634,42 @@ def _find(rule: Rule, text: str, folded: str) -> re.Match[str] | None:
     for regex, needle in zip(rule.patterns, rule.needles):
         if needle is not None and needle[0] not in (folded if needle[1] else text):
             continue
-        if rule.pick == "last" or rule.skip:
+        if rule.pick != "first" or rule.skip:
             matches = list(regex.finditer(text))
             kept = [m for m in matches if not any(s.search(_line_at(text, m.start())) for s in rule.skip)]
             matches = kept or matches  # a wrapper alone still decides
             if matches:
+                if rule.pick == "highest":
+                    return _highest_version(matches)
                 return matches[-1] if rule.pick == "last" else matches[0]
         else:
             match = regex.search(text)
             if match is not None:
                 return match
     return None
+
+
+_VERSION_NAME = re.compile(r"^(.*?)[_-]?(\d+(?:\.\d+)*)$")
+
+
+def _highest_version(matches: list[re.Match[str]]) -> re.Match[str]:
+    """The match with the newest ``version`` among those named like the first one: the loader
+    lists each symbol version a binary lacks (GLIBCXX_3.4.29, GLIBCXX_3.4.30, CXXABI_1.3.13);
+    a runtime that provides the newest GLIBCXX_ one provides them all. First one on ties."""
+
+    def split(match: re.Match[str]) -> tuple[str, tuple[int, ...]]:
+        found = _VERSION_NAME.match(match.group("version") or "")
+        if found is None:
+            return match.group("version") or "", ()
+        return found.group(1), tuple(int(n) for n in found.group(2).split("."))
+
+    name = split(matches[0])[0]
+    best, best_version = matches[0], split(matches[0])[1]
+    for match in matches[1:]:
+        other, version = split(match)
+        if other == name and version > best_version:
+            best, best_version = match, version
+    return best
 
 
 def _root_line_before(text: str, position: int) -> str | None:
@@ -679,9 +707,13 @@ def _decide(text: str, rules: tuple[Rule, ...]) -> tuple[Rule | None, re.Match[s
         if root is not None:
             return rule, None, root
         return rule, match, _line_at(text, match.start())
+    # A separator or a launcher's "see all help messages" trailer is never the decisive
+    # line while the output has one with words of its own.
+    c = _patterns()
     lines = [line for line in text.split("\n") if line.strip()]
-    errorish = [line for line in lines if _patterns().errorish.search(line)]
-    return None, None, (errorish or lines or [""])[-1]
+    telling = [line for line in lines if c.word.search(line) and not c.banner_noise.search(line)]
+    errorish = [line for line in telling if c.errorish.search(line)]
+    return None, None, (errorish or telling or lines or [""])[-1]
 
 
 def _template_source(text: str, rule: Rule | None, match: re.Match[str] | None, line: str) -> str:

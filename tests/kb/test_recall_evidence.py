@@ -63,6 +63,43 @@ def test_different_root_causes_behind_one_mpi_abort_banner_get_different_fingerp
     assert "Cannot find input case" in sigs[2].template
 
 
+SAMPLES = Path(__file__).resolve().parents[2] / "data" / "samples"
+
+
+def test_the_newest_missing_symbol_version_decides():
+    # The loader names every version the binary lacks; a libstdc++ with the newest has them all.
+    gromacs = fingerprint((SAMPLES / "logs" / "slurm-4410600.err").read_text())
+    assert gromacs.template == "libstdc++.so.6: version `GLIBCXX_3.4.30' not found"
+    assert "GLIBCXX_3.4.30" in fingerprint(corpus_text("loader-0012")).template
+
+
+def test_a_too_old_c_library_outranks_the_libstdcxx_lines_before_it():
+    text = corpus_text("loader-0011")
+    assert text.index("GLIBCXX_3.4.29") < text.index("GLIBC_2.34")
+    sig = fingerprint(text)
+    assert sig.template == "libc.so.6: version `GLIBC_2.34' not found"
+    assert sig.category == "symbol_version_not_found"
+
+
+def test_a_separator_or_the_help_aggregate_trailer_is_never_the_decisive_line():
+    dashes, aggregate = corpus_text("mpi-0030"), corpus_text("mpi-0032")
+    assert dashes.rstrip().endswith("-" * 20) and "orte_base_help_aggregate" in aggregate
+    assert any(ch.isalpha() for ch in fingerprint(dashes).template)
+    assert fingerprint(aggregate).template.startswith("was unable to find any relevant network interfaces")
+
+
+def test_version_differences_are_graded_and_apart_from_other_names():
+    from hpcmem.kb.fixtokens import compare, fix_tokens
+
+    query = fix_tokens(fingerprint(corpus_text("loader-0106")).template)  # GLIBCXX_3.4.22
+    near = compare(query, fix_tokens("libstdc++.so.6: version `GLIBCXX_3.4.20' not found"), "load gcc/9")
+    far = compare(query, fix_tokens("libstdc++.so.6: version `GLIBCXX_3.4.31' not found"), "load gcc/13")
+    assert near.version_conflicts == far.version_conflicts == 1 and near.name_conflicts == 0
+    assert 0 < near.version_gap < far.version_gap
+    other = compare(query, fix_tokens("libc.so.6: version `GLIBC_2.34' not found"), "use a newer OS")
+    assert other.name_conflicts >= 1 and other.version_gap == 0
+
+
 def test_a_wrapper_exception_yields_to_the_childs_exception():
     text = ("[rank1]: Traceback (most recent call last):\n"
             "[rank1]:   File \"train.py\", line 9, in <module>\n"

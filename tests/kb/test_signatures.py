@@ -859,6 +859,7 @@ def test_site_rule_priority_beats_builtin_order(tmp_path):
         ("[[rule]]\nname = 'x'\n", "patterns"),
         ("[[rule]]\npatterns = ['a']\n", "name"),
         ("[[rule]]\nname = 'x'\npatterns = ['a']\npick = 'middle'\n", "pick"),
+        ("[[rule]]\nname = 'x'\npatterns = ['GLIBC_[0-9.]+']\npick = 'highest'\n", "version"),
         ("[[rule]]\nname = 'x'\npatterns = ['a']\n[[rule]]\nname = 'x'\npatterns = ['b']\n", "twice"),
         ("[[rule]]\nname = 'x'\npatterns = ['a']\nmask = ['no group']\n", "named group"),
         ("this is = = not toml", "not valid TOML"),
