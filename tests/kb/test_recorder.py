@@ -153,3 +153,38 @@ def test_ingested_sample_reads_back_as_the_rows_it_came_from(store_factory, name
         assert (sig.fingerprint, sig.category, sig.template) == (key.fingerprint, key.category, key.template)
         per_signature[sig.id] = per_signature.get(sig.id, 0) + 1
     assert {sid: s.count for sid, s in signatures.items()} == per_signature
+
+
+def test_interrupted_ingest_leaves_whole_batches_and_a_rerun_completes_it(store_factory):
+    """Each batch is one transaction: a dump cut off mid-way leaves only complete batches,
+    and ingesting the whole dump again gives the store a single clean run gives."""
+    path = SAMPLES / "sacct" / "lab-week.psv"
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+
+    def cut_off():
+        yield from lines[:200]
+        raise KeyboardInterrupt  # the operator's ^C half-way through the file
+
+    broken, clean = store_factory("broken").open(), store_factory("clean").open()
+    with pytest.raises(KeyboardInterrupt):
+        ingest_sacct(broken, cut_off(), cluster="testcl", tz=UTC, batch_size=20)
+    with broken.session() as session:
+        written = session.scalars(select(JobRecord.job_id)).all()
+    # A batch flushes once it holds 20 rows (a job row, plus an occurrence for a failure).
+    boundaries, pending = [], 0
+    jobs = list(SacctReader(iter(lines[:200]), tz=UTC))
+    for n, job in enumerate(jobs, 1):
+        pending += 1 + job.is_failure
+        if pending >= 20:
+            boundaries.append(n)
+            pending = 0
+    assert len(written) in boundaries and sorted(written) == sorted(j.job_id for j in jobs[: len(written)])
+    for store in (broken, clean):
+        with open(path, encoding="utf-8") as fh:
+            ingest_sacct(store, fh, cluster="testcl", tz=UTC, batch_size=20)
+    columns = (*OCCURRENCE_COLUMNS, "signature_id")
+    assert _raw_rows(broken, "job_records", JOB_COLUMNS) == _raw_rows(clean, "job_records", JOB_COLUMNS)
+    assert _raw_rows(broken, "occurrences", columns) == _raw_rows(clean, "occurrences", columns)
+    with broken.session() as a, clean.session() as b:
+        assert sorted((s.fingerprint, s.count) for s in a.scalars(select(Signature))) == \
+            sorted((s.fingerprint, s.count) for s in b.scalars(select(Signature)))
