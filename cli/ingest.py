@@ -19,18 +19,6 @@ def _target_store(scope: str):
     return STATE.stack.by_scope(scope).open()
 
 
-class _CountingFile:
-    """Iterate a binary file's lines as text while counting bytes for the progress bar."""
-
-    def __init__(self, fh) -> None:
-        self.fh, self.bytes = fh, 0
-
-    def __iter__(self):
-        for raw in self.fh:
-            self.bytes += len(raw)
-            yield raw.decode("utf-8", errors="replace")
-
-
 @app.command("sacct")
 def ingest_sacct(
     source: Optional[str] = typer.Argument(None, help="sacct --parsable2 output file, or - for stdin."),
@@ -76,11 +64,10 @@ def ingest_sacct(
         if not path.is_file():
             raise InputError(f"{source}: no such file")
         size = path.stat().st_size
-        with open(path, "rb") as fh, progress_bar(path.name, size, unit="B") as update:
-            counting = _CountingFile(fh)
-            summary = run(store, counting, cluster=cluster, fields=fields, source=str(path),
-                          on_progress=lambda _rows: update(counting.bytes), scan_logs=logs, tz=zone,
-                          delimiter=delimiter)
+        # A path: the library reads it, a large file with parsing spread over the CPUs.
+        with progress_bar(path.name, size, unit="B") as update:
+            summary = run(store, path, cluster=cluster, fields=fields, source=str(path), on_bytes=update,
+                          scan_logs=logs, tz=zone, delimiter=delimiter)
     if learn:
         from hpcmem.ingest.learning import learn_after_ingest
 

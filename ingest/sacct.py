@@ -349,6 +349,30 @@ class SacctReader:
             if job is not None:
                 yield job
 
+    def read_header(self, lines: Iterable[str]) -> int | None:
+        """Set up the column layout from the first lines of a dump without reading rows;
+        returns how many lines the header took (leading blank lines included; 0 when
+        ``fields`` describes headerless input), None when the lines are all blank. Used
+        to read a dump in parts (ingest/sacct_parallel.py): see ``starts_job``."""
+        start = self._read_header(iter(lines))
+        if start is None:
+            return None
+        first_data_line, first_row = start
+        return first_data_line - 1 if first_row is None else 0
+
+    def starts_job(self, line: str) -> bool:
+        """Whether ``line`` is a well-formed allocation row (needs the layout: see
+        ``read_header``). Such a row ends whatever job came before it, so a dump cut just
+        before it reads, part by part, into the same jobs, counts and issues as whole."""
+        line = line.rstrip("\r\n")
+        if self._trailing and line.endswith(self._delim):
+            line = line[: -len(self._delim)]
+        parts = line.split(self._delim)
+        if len(parts) != len(self.fields):
+            return False
+        job_id = parts[self._jobid_at]
+        return "." not in job_id and job_id != self._header_id
+
     def _read_header(self, lines: Iterator[str]) -> tuple[int, str | None] | None:
         """Set up the column layout from the header line or ``fields``.
 

@@ -7,6 +7,7 @@ run again, since everything is keyed on (cluster, job id).
 
 from __future__ import annotations
 
+import os
 import time
 from datetime import tzinfo
 from dataclasses import dataclass, field
@@ -111,7 +112,7 @@ def failure_row(job: SacctJob, cluster: str) -> dict[str, Any]:
 
 def ingest_sacct(
     store: Store,
-    lines: Iterable[str],
+    lines: Iterable[str] | os.PathLike[str],
     *,
     cluster: str,
     fields: Sequence[str] | None = None,
@@ -121,12 +122,23 @@ def ingest_sacct(
     scan_logs: bool = False,
     tz: tzinfo | None = None,
     delimiter: str = "|",
+    workers: int | None = None,
+    on_bytes: Callable[[int], None] | None = None,
 ) -> IngestSummary:
-    """Read sacct ``--parsable2`` lines into ``store``; returns what happened.
+    """Read sacct ``--parsable2`` lines, or the file at a path, into ``store``; returns
+    what happened.
 
     ``tz`` is the zone sacct printed its times in (None: this machine's local zone;
     ``run_live_sacct`` runs sacct with TZ=UTC, so live ingestion passes UTC).
+    ``on_progress`` is called now and then with the rows read so far; for a path,
+    ``on_bytes`` with the bytes of the file read so far. A path to a large regular file
+    is read by ``workers`` processes (ingest/sacct_parallel.py; None: decide by size and
+    CPUs, 0: in this process), with the same result.
     """
+    if isinstance(lines, os.PathLike):
+        return _ingest_file(store, lines, cluster=cluster, fields=fields, source=source, batch_size=batch_size,
+                            on_progress=on_progress, on_bytes=on_bytes, scan_logs=scan_logs, tz=tz,
+                            delimiter=delimiter, workers=workers)
     started = time.perf_counter()
     summary = IngestSummary(source=source)
 
@@ -152,6 +164,39 @@ def ingest_sacct(
     summary.issues.sort(key=lambda issue: issue["line"])
     summary.seconds = round(time.perf_counter() - started, 3)
     return summary
+
+
+def _ingest_file(store: Store, path: os.PathLike[str], *, workers: int | None,
+                 on_bytes: Callable[[int], None] | None, **options: Any) -> IngestSummary:
+    from hpcmem.ingest.sacct_parallel import ingest_sacct_parallel, parallel_workers
+
+    n = parallel_workers(path, workers, options["scan_logs"])
+    if n:
+        opts = {k: v for k, v in options.items() if k != "scan_logs"}
+        summary = ingest_sacct_parallel(store, path, workers=n, on_bytes=on_bytes, **opts)
+        if summary is not None:
+            return summary
+    with open(path, "rb") as fh:
+        counting = _CountingLines(fh, on_bytes)
+        return ingest_sacct(store, counting, workers=0, **options)
+
+
+class _CountingLines:
+    """A binary file's lines as text (undecodable bytes replaced), counting bytes read."""
+
+    def __init__(self, fh, on_bytes: Callable[[int], None] | None) -> None:
+        self.fh, self.on_bytes, self.bytes = fh, on_bytes, 0
+
+    def __iter__(self):
+        on_bytes, n = self.on_bytes, 0
+        for raw in self.fh:
+            self.bytes += len(raw)
+            n += 1
+            if on_bytes is not None and n % 4096 == 0:
+                on_bytes(self.bytes)
+            yield raw.decode("utf-8", errors="replace")
+        if on_bytes is not None:
+            on_bytes(self.bytes)
 
 
 def _attach_log(job: SacctJob, failure: dict[str, Any]) -> int:

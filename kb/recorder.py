@@ -140,42 +140,44 @@ class RecordStats:
         }
 
 
-class Recorder:
-    """Buffer jobs and failures; ``flush`` writes a batch in one transaction."""
+# What RowPreparer hands the Recorder: ((cluster, job_id), job values in JOB_COLUMNS order,
+# bound as the driver takes them) and ((cluster, job_id), the redacted occurrence row,
+# its signature, the values of a new occurrence in OCCURRENCE_COLUMNS order, bound).
+PreparedJob = tuple[tuple[str, str], list[Any]]
+PreparedFailure = tuple[tuple[str, str], dict[str, Any], SignatureKey, list[Any]]
 
-    def __init__(self, store: Store, batch_size: int = 5000) -> None:
-        self.store = store
-        self.batch_size = batch_size
-        self.stats = RecordStats()
-        # job rows as the tuples the upsert binds (JOB_COLUMNS order), failures as dicts
-        self._jobs: dict[tuple[str, str], tuple[Any, ...]] = {}
-        self._failures: dict[tuple[str, str], dict[str, Any]] = {}
-        dialect = store.dialect
-        self._insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-        self._mark = "%s" if dialect == "postgresql" else "?"  # the driver's paramstyle
+
+class RowPreparer:
+    """The database-free part of recording: redact rows, fingerprint failure messages and
+    convert values to what the driver binds. It needs no store, only its dialect, so it
+    can run in other processes (ingest/sacct_parallel.py) while a Recorder writes;
+    redactions are counted into ``stats``."""
+
+    def __init__(self, dialect: str, stats: RecordStats | None = None) -> None:
+        self.stats = stats if stats is not None else RecordStats()
         self._job_binders = _binders(JobRecord.__table__, JOB_COLUMNS, dialect)
-        self._occurrence_binders = _binders(Occurrence.__table__, _NEW_OCCURRENCE_COLUMNS, dialect)
-        self._occurrence_table = Occurrence.__table__
-        self._dialect = dialect
+        binders = _binders(Occurrence.__table__, _NEW_OCCURRENCE_COLUMNS, dialect)
+        self._occurrence_binders = [(i, bind) for i, bind in binders if i < len(OCCURRENCE_COLUMNS)]
+        self._state_at = OCCURRENCE_COLUMNS.index("state")
 
-    # -- input ------------------------------------------------------------------------
-    def add(self, job: dict[str, Any] | None, failure: dict[str, Any] | None = None) -> None:
-        """Queue one job row and, for a failed job, its occurrence row (with ``message``)."""
-        if job is not None:
-            self._redacted(job)
-            try:
-                values = list(_job_values(job))
-            except KeyError:  # a reader that leaves columns out: they are unknown
-                values = [job.get(c) for c in JOB_COLUMNS]
-            for i, bind in self._job_binders:
-                values[i] = bind(values[i])
-            self._jobs[(job["cluster"], job["job_id"])] = values
-            self.stats.jobs += 1
-        if failure is not None:
-            self._failures[(failure["cluster"], failure["job_id"])] = self._redacted(failure)
-            self.stats.failures += 1
-        if len(self._jobs) + len(self._failures) >= self.batch_size:
-            self.flush()
+    def job(self, job: dict[str, Any]) -> PreparedJob:
+        self._redacted(job)
+        try:
+            values = list(_job_values(job))
+        except KeyError:  # a reader that leaves columns out: they are unknown
+            values = [job.get(c) for c in JOB_COLUMNS]
+        for i, bind in self._job_binders:
+            values[i] = bind(values[i])
+        return (job["cluster"], job["job_id"]), values
+
+    def failure(self, failure: dict[str, Any]) -> PreparedFailure:
+        self._redacted(failure)
+        signature = _signature(failure.get("message") or f"job state {failure.get('state') or 'FAILED'}")
+        values = [failure.get(c) for c in OCCURRENCE_COLUMNS]
+        values[self._state_at] = values[self._state_at] or "FAILED"  # a log alone says the job failed
+        for i, bind in self._occurrence_binders:
+            values[i] = bind(values[i])
+        return (failure["cluster"], failure["job_id"]), failure, signature, values
 
     def _redacted(self, row: dict[str, Any]) -> dict[str, Any]:
         for key in REDACTED_FIELDS:
@@ -186,6 +188,44 @@ class Recorder:
                     row[key] = clean
                     self.stats.redactions += count
         return row
+
+
+class Recorder:
+    """Buffer jobs and failures; ``flush`` writes a batch in one transaction."""
+
+    def __init__(self, store: Store, batch_size: int = 5000) -> None:
+        self.store = store
+        self.batch_size = batch_size
+        self.stats = RecordStats()
+        # job rows as the tuples the upsert binds (JOB_COLUMNS order), failures prepared
+        self._jobs: dict[tuple[str, str], list[Any]] = {}
+        self._failures: dict[tuple[str, str], PreparedFailure] = {}
+        dialect = store.dialect
+        self._prepare = RowPreparer(dialect, self.stats)
+        self._insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+        self._mark = "%s" if dialect == "postgresql" else "?"  # the driver's paramstyle
+        self._observed_at = _binder(Occurrence.__table__.c.observed_at, dialect)
+        self._occurrence_table = Occurrence.__table__
+        self._dialect = dialect
+
+    # -- input ------------------------------------------------------------------------
+    def add(self, job: dict[str, Any] | None, failure: dict[str, Any] | None = None) -> None:
+        """Queue one job row and, for a failed job, its occurrence row (with ``message``)."""
+        prepare = self._prepare
+        self.add_prepared(prepare.job(job) if job is not None else None,
+                          prepare.failure(failure) if failure is not None else None)
+
+    def add_prepared(self, job: PreparedJob | None, failure: PreparedFailure | None = None) -> None:
+        """Queue rows that a ``RowPreparer`` for this store's dialect made ready (in this
+        process or another one); ``add`` is ``add_prepared`` of ``prepare.job/failure``."""
+        if job is not None:
+            self._jobs[job[0]] = job[1]
+            self.stats.jobs += 1
+        if failure is not None:
+            self._failures[failure[0]] = failure
+            self.stats.failures += 1
+        if len(self._jobs) + len(self._failures) >= self.batch_size:
+            self.flush()
 
     # -- output -----------------------------------------------------------------------
     def flush(self) -> None:
@@ -218,33 +258,27 @@ class Recorder:
     def _upsert_jobs(self, conn, jobs: list[tuple[Any, ...]]) -> None:
         self._executemany(conn, _job_upsert_sql(self._mark), jobs)
 
-    def _write_failures(self, conn, failures: list[dict[str, Any]]) -> None:
-        keys = {(f["cluster"], f["job_id"]): _signature(f.get("message") or f"job state {f.get('state') or 'FAILED'}")
-                for f in failures}
+    def _write_failures(self, conn, failures: list[PreparedFailure]) -> None:
+        keys = {key: signature for key, _, signature, _ in failures}
         sig_ids = self._ensure_signatures(conn, failures, keys)
-        existing = self._existing_occurrences(conn, failures)
+        existing = self._existing_occurrences(conn, keys)
         delta: Counter[int] = Counter()
         inserts, updates = [], []
-        for failure in failures:
-            row = {c: failure.get(c) for c in OCCURRENCE_COLUMNS}
-            sig_id = sig_ids[keys[(failure["cluster"], failure["job_id"])].fingerprint]
-            old = existing.get((failure["cluster"], failure["job_id"]))
+        observed_at = self._observed_at
+        for key, failure, signature, bound in failures:
+            sig_id = sig_ids[signature.fingerprint]
+            old = existing.get(key)
             if old is None:
-                row["state"] = row.get("state") or "FAILED"  # a log alone says the job failed
-                row["signature_id"] = sig_id
-                row["observed_at"] = utcnow()
-                values = [row[c] for c in _NEW_OCCURRENCE_COLUMNS]
-                for i, bind in self._occurrence_binders:
-                    values[i] = bind(values[i])
-                inserts.append(values)
+                inserts.append([*bound, sig_id, observed_at(utcnow())])
                 delta[sig_id] += 1
                 continue
+            row = {c: failure.get(c) for c in OCCURRENCE_COLUMNS}
             old_id, old_sig, old_has_log = old
             if old_has_log and not row.get("log_excerpt"):
                 # Keep the more specific, log-derived signature and text.
                 sig_id = old_sig
-                for key in ("message", "log_excerpt", "log_path"):
-                    row.pop(key, None)
+                for column in ("message", "log_excerpt", "log_path"):
+                    row.pop(column, None)
             if sig_id != old_sig:
                 delta[sig_id] += 1
                 if old_sig is not None:
@@ -275,7 +309,7 @@ class Recorder:
             assignments = ", ".join(f"{c} = {self._mark}" for c in columns)
             self._executemany(conn, f"UPDATE occurrences SET {assignments} WHERE id = {self._mark}", rows)
 
-    def _ensure_signatures(self, conn, failures, keys: dict[str, SignatureKey]) -> dict[str, int]:
+    def _ensure_signatures(self, conn, failures, keys: dict[tuple[str, str], SignatureKey]) -> dict[str, int]:
         table = Signature.__table__
         by_fp = {key.fingerprint: key for key in keys.values()}
         ids = self._signature_ids(conn, list(by_fp))
@@ -305,12 +339,12 @@ class Recorder:
         return ids
 
     @staticmethod
-    def _existing_occurrences(conn, failures) -> dict[tuple[str, str], tuple[int, int | None, bool]]:
+    def _existing_occurrences(conn, keys) -> dict[tuple[str, str], tuple[int, int | None, bool]]:
         table = Occurrence.__table__
         found: dict[tuple[str, str], tuple[int, int | None, bool]] = {}
         by_cluster: dict[str, list[str]] = {}
-        for f in failures:
-            by_cluster.setdefault(f["cluster"], []).append(f["job_id"])
+        for cluster, job_id in keys:
+            by_cluster.setdefault(cluster, []).append(job_id)
         for cluster, job_ids in by_cluster.items():
             for chunk in _chunks(job_ids):
                 query = select(table.c.id, table.c.job_id, table.c.signature_id, table.c.log_excerpt.is_not(None)).where(
@@ -397,11 +431,11 @@ def _occurrence_insert_sql(mark: str) -> str:
 
 def _times_by_fingerprint(failures, keys) -> dict[str, tuple[dt.datetime, dt.datetime]]:
     times: dict[str, tuple[dt.datetime, dt.datetime]] = {}
-    for f in failures:
+    for key, f, _, _ in failures:
         when = f.get("end_time") or f.get("start_time") or f.get("submit_time")
         if when is None:
             continue
-        fp = keys[(f["cluster"], f["job_id"])].fingerprint
+        fp = keys[key].fingerprint
         first, last = times.get(fp, (when, when))
         times[fp] = (min(first, when), max(last, when))
     return times
