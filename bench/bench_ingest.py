@@ -1,7 +1,7 @@
 """sacct ingestion into SQLite, against a plain csv.reader pass over the same file.
 
     .venv/bin/python bench/bench_ingest.py [--rows 1000000] [--seed 7] [--repeat 3] [--learn]
-                                           [--write docs/benchmarks.md]
+                                           [--single] [--write docs/benchmarks.md]
 
 Two dump shapes from bench/gen_sacct.py, each against its own csv.reader pass:
 
@@ -9,12 +9,18 @@ Two dump shapes from bench/gen_sacct.py, each against its own csv.reader pass:
   (about 184 bytes a row, a third of the rows allocations), the shape of issue 14's report;
 - full: hpcmem's own `--live` field list (SACCT_FIELDS, about 278 bytes a row).
 
+The ingest is `ingest_sacct` given the file's path, as `hpcmem ingest sacct FILE` calls
+it: a file this large is read by worker processes (ingest/sacct_parallel.py) while the
+calling process writes. ``--single`` also times the one-process path (the open file
+handed over as lines, workers=0) in the same run.
+
 Every measurement runs in a child process of its own, so its peak RSS (ru_maxrss) belongs
-to that phase alone. Baseline and ingest alternate ``--repeat`` times per shape; the table
-gives medians, the ratio is median ingest / median baseline of the same run, and the range
-of the per-pair ratios is printed with it (the machine's CPUs may be shared). ``--learn``
-also times ``learn_from_history`` on the filled store, as `hpcmem ingest sacct` runs it by
-default. Issue 14's targets: ingest <= 8x the csv pass, peak RSS <= 500 MiB.
+to that phase alone (the writer's, and separately the largest worker's). Baseline and
+ingest alternate ``--repeat`` times per shape; the table gives medians, the ratio is median
+ingest / median baseline of the same run, and the range of the per-pair ratios is printed
+with it (the machine's CPUs may be shared). ``--learn`` also times ``learn_from_history``
+on the filled store, as `hpcmem ingest sacct` runs it by default. Issue 14's targets:
+ingest <= 8x the csv pass, peak RSS <= 500 MiB.
 """
 
 from __future__ import annotations
@@ -53,15 +59,23 @@ print(json.dumps({"seconds": time.perf_counter() - t, "jobs": jobs}))
 
 HPCMEM = r"""
 import datetime as dt, json, resource, sys, time
+from pathlib import Path
 from hpcmem.kb.store import Store
 from hpcmem.ingest.sacct_ingest import ingest_sacct
+from hpcmem.ingest.sacct_parallel import parallel_workers
 store = Store("sqlite:///" + sys.argv[2]).open()
+single = sys.argv[4] == "single"
 t = time.perf_counter()
-with open(sys.argv[1], encoding="utf-8") as fh:
-    summary = ingest_sacct(store, fh, cluster="bench", tz=dt.timezone.utc)
+if single:
+    with open(sys.argv[1], encoding="utf-8") as fh:
+        summary = ingest_sacct(store, fh, cluster="bench", tz=dt.timezone.utc)
+else:
+    summary = ingest_sacct(store, Path(sys.argv[1]), cluster="bench", tz=dt.timezone.utc)
 result = {"seconds": time.perf_counter() - t, "rows": summary.rows_read, "jobs": summary.jobs,
           "failures": summary.failures, "signatures": summary.signatures_new,
-          "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+          "workers": 0 if single else parallel_workers(sys.argv[1]),
+          "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+          "worker_peak_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}
 if sys.argv[3] == "learn":
     from hpcmem.kb.learn import learn_from_history
     t = time.perf_counter()
@@ -82,24 +96,29 @@ def run_child(code: str, *args: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def measure(data: Path, repeat: int, learn: bool) -> dict:
-    bases, ours = [], []
+def measure(data: Path, repeat: int, learn: bool, modes: tuple[str, ...]) -> dict:
+    bases, ours = [], {mode: [] for mode in modes}
     for i in range(repeat):
         bases.append(run_child(BASELINE, str(data)))
-        with tempfile.TemporaryDirectory() as tmp:
-            os.chmod(tmp, 0o700)
-            db = Path(tmp) / "bench.db"
-            learning = learn and i == 0
-            ours.append(run_child(HPCMEM, str(data), str(db), "learn" if learning else "-"))
-            if not learning or i == repeat - 1:  # the store as the ingest left it, if any run shows it
-                db_mb = db.stat().st_size / 1e6
+        for mode in modes:
+            with tempfile.TemporaryDirectory() as tmp:
+                os.chmod(tmp, 0o700)
+                db = Path(tmp) / "bench.db"
+                learning = learn and i == 0 and mode == modes[0]
+                ours[mode].append(run_child(HPCMEM, str(data), str(db), "learn" if learning else "-", mode))
+                if mode == modes[0] and (not learning or i == repeat - 1):  # the store as the ingest left it
+                    db_mb = db.stat().st_size / 1e6
     reader_s = run_child(READER, str(data))["seconds"]
     base_s = statistics.median(b["seconds"] for b in bases)
-    ours_s = statistics.median(o["seconds"] for o in ours)
-    ratios = [o["seconds"] / b["seconds"] for b, o in zip(bases, ours)]
-    return {"base": bases[0], "ours": ours[0], "base_s": base_s, "ours_s": ours_s,
-            "ratio": ours_s / base_s, "ratios": ratios, "db_mb": db_mb, "reader_s": reader_s,
-            "peak_rss_mb": max(o["peak_rss_mb"] for o in ours)}
+    result = {"base": bases[0], "base_s": base_s, "db_mb": db_mb, "reader_s": reader_s, "modes": {}}
+    for mode, runs in ours.items():
+        ours_s = statistics.median(o["seconds"] for o in runs)
+        result["modes"][mode] = {
+            "ours": runs[0], "ours_s": ours_s, "ratio": ours_s / base_s,
+            "ratios": [o["seconds"] / b["seconds"] for b, o in zip(bases, runs)],
+            "peak_rss_mb": max(o["peak_rss_mb"] for o in runs),
+            "worker_peak_rss_mb": max(o["worker_peak_rss_mb"] for o in runs)}
+    return result
 
 
 def main() -> None:
@@ -108,8 +127,10 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--repeat", type=int, default=3, help="baseline/ingest pairs per shape")
     parser.add_argument("--learn", action="store_true", help="also time learn_from_history afterwards")
+    parser.add_argument("--single", action="store_true", help="also time the one-process path in the same run")
     parser.add_argument("--write", help="update the '## sacct ingest' section of this markdown file")
     args = parser.parse_args()
+    modes = ("path", "single") if args.single else ("path",)
 
     from gen_sacct import cached_input
 
@@ -117,7 +138,8 @@ def main() -> None:
     results = {}
     for shape in SHAPES:
         data = cached_input(args.rows, args.seed, shape)
-        results[shape] = {"data": data, "mb": data.stat().st_size / 1e6, **measure(data, args.repeat, args.learn)}
+        results[shape] = {"data": data, "mb": data.stat().st_size / 1e6,
+                          **measure(data, args.repeat, args.learn, modes)}
         print(shape, json.dumps({k: v for k, v in results[shape].items() if k != "data"}, default=str), file=sys.stderr)
     load_after = os.getloadavg()[0]
 
@@ -126,29 +148,40 @@ def main() -> None:
         "",
         f"Inputs: {args.rows:,} generated rows per shape (`bench/gen_sacct.py --profile SHAPE`, seed {args.seed}), "
         "each against a plain `csv.reader` pass over the same file (no conversion, no storage). "
-        "hpcmem: `ingest_sacct` into a new SQLite store (parse, merge steps, fingerprint, redact, write). "
+        "hpcmem: `ingest_sacct` of the file's path into a new SQLite store (parse, merge steps, fingerprint, "
+        "redact, write), as `hpcmem ingest sacct FILE` runs it: files of 20 MB and more are read by worker processes "
+        "(`ingest/sacct_parallel.py`, min(CPUs, 2) workers, ~4 MiB parts cut before allocation rows) while the "
+        "calling process writes, in file order, the same batches as one process"
+        + (" (\"1 process\": the same ingest with the open file handed over as lines, no workers, timed in the "
+           "same run)" if args.single else "") + ". "
         f"Every phase in its own child process; baseline and ingest alternated {args.repeat} times per shape, "
-        "medians shown; peak RSS is the largest ru_maxrss of the ingest processes. "
-        f"2 shared CPUs, load average {load_before:.1f} before and {load_after:.1f} after the run.",
+        "medians shown; peak RSS is the largest ru_maxrss of the writing process and, after the slash, of one "
+        f"worker. 2 shared CPUs, load average {load_before:.1f} before and {load_after:.1f} after the run.",
         "",
-        "| shape | rows | MB | jobs | failures | csv.reader (s) | hpcmem (s) | hpcmem / csv | per-pair ratios | rows/s | peak RSS (MiB) |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|",
+        "| shape | rows | MB | jobs | failures | csv.reader (s) | hpcmem | hpcmem (s) | hpcmem / csv | per-pair ratios | rows/s | peak RSS (MiB) |",
+        "|---|---:|---:|---:|---:|---:|---|---:|---:|---|---:|---:|",
     ]
     for shape, r in results.items():
-        ours = r["ours"]
-        lines.append(
-            f"| {shape}: {SHAPES[shape]} | {r['base']['rows'] - 1:,} | {r['mb']:.0f} | {ours['jobs']:,} | "
-            f"{ours['failures']:,} | {r['base_s']:.2f} | {r['ours_s']:.2f} | **{r['ratio']:.1f}x** | "
-            f"{min(r['ratios']):.1f}-{max(r['ratios']):.1f}x | {ours['rows'] / r['ours_s']:,.0f} | {r['peak_rss_mb']:.0f} |"
-        )
+        for mode, m in r["modes"].items():
+            ours = m["ours"]
+            how = ("1 process" if mode == "single" else f"{ours['workers']} workers + writer" if ours["workers"]
+                   else "1 process (path)")
+            rss = f"{m['peak_rss_mb']:.0f}" + (f" / {m['worker_peak_rss_mb']:.0f}" if ours["workers"] else "")
+            lines.append(
+                f"| {shape}: {SHAPES[shape]} | {r['base']['rows'] - 1:,} | {r['mb']:.0f} | {ours['jobs']:,} | "
+                f"{ours['failures']:,} | {r['base_s']:.2f} | {how} | {m['ours_s']:.2f} | **{m['ratio']:.1f}x** | "
+                f"{min(m['ratios']):.1f}-{max(m['ratios']):.1f}x | {ours['rows'] / m['ours_s']:,.0f} | {rss} |"
+            )
     lines.append("")
     parse = ", ".join(f"{shape} {r['reader_s']:.1f} s ({r['reader_s'] / r['base_s']:.1f}x the csv pass)"
                       for shape, r in results.items())
-    lines += [f"Of the ingest, reading alone (`SacctReader` over the file: split, merge steps, convert values; "
-              f"one run) takes {parse}; the rest is building and redacting rows, fingerprinting failure "
-              "messages and SQLite's inserts with their index updates.", ""]
+    lines += [f"Reading alone (`SacctReader` over the file in one process: split, merge steps, convert values; "
+              f"one run) takes {parse}; the rest of one process's work is building and redacting rows, "
+              "fingerprinting failure messages and SQLite's inserts with their index updates. With workers, "
+              "the writer unpickles the prepared rows and writes them; the workers do the rest.", ""]
     if args.learn:
-        learn = ", ".join(f"{shape} {r['ours']['learn_seconds']:.1f} s (peak RSS {r['ours']['learn_peak_rss_mb']:.0f} MiB)"
+        learn = ", ".join(f"{shape} {r['modes']['path']['ours']['learn_seconds']:.1f} s "
+                          f"(peak RSS {r['modes']['path']['ours']['learn_peak_rss_mb']:.0f} MiB)"
                           for shape, r in results.items())
         lines += [f"`hpcmem ingest sacct` then runs `learn_from_history` (`--no-learn` skips it): {learn} "
                   "on the stores above, not included in the ingest times.", ""]
@@ -158,7 +191,7 @@ def main() -> None:
         "Targets (issue 14): <= 8x the csv pass, peak RSS <= 500 MiB.",
         "",
         f"Reproduce: `.venv/bin/python bench/bench_ingest.py --rows {args.rows} --repeat {args.repeat}"
-        f"{' --learn' if args.learn else ''} --write docs/benchmarks.md`",
+        f"{' --learn' if args.learn else ''}{' --single' if args.single else ''} --write docs/benchmarks.md`",
         "",
     ]
     report = "\n".join(lines)
