@@ -2,7 +2,9 @@
 
 Reading is streamed (``SacctReader``) and writing is batched (``Recorder``), each batch
 in its own transaction: an interrupted run leaves whole batches behind and can simply be
-run again, since everything is keyed on (cluster, job id).
+run again, since everything is keyed on (cluster, job id). Given the path of a large
+file, reading and preparing rows is spread over worker processes while this process
+writes the same batches (ingest/sacct_parallel.py).
 """
 
 from __future__ import annotations
