@@ -189,8 +189,9 @@ def _outcome(session: Session, event: RecallEvent, window: dt.timedelta, now: dt
         if failed is not None:
             same_job = (JobRecord.job_name == failed.job_name) if failed.job_name else (JobRecord.work_dir == failed.work_dir)
             success = session.scalar(
-                select(JobRecord.id).where(
-                    JobRecord.user_name == event.user_name, JobRecord.failed.is_(False), same_job,
+                select(JobRecord.id).where(  # cluster first: the (cluster, user, submit time) index
+                    JobRecord.cluster == failed.cluster, JobRecord.user_name == event.user_name,
+                    JobRecord.failed.is_(False), same_job,
                     JobRecord.submit_time > event.recalled_at, JobRecord.submit_time <= until,
                 ).limit(1)
             )

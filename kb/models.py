@@ -139,8 +139,6 @@ class JobRecord(Base):
     __tablename__ = "job_records"
     __table_args__ = (
         UniqueConstraint("cluster", "job_id"),
-        Index(None, "cluster", "user_name", "job_name"),
-        Index(None, "cluster", "user_name", "work_dir"),
         Index(None, "cluster", "user_name", "submit_time"),  # learn reads a user's jobs around a change
         Index(None, "change_seq"),
     )

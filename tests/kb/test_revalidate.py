@@ -229,6 +229,39 @@ def test_history_after_a_recall_becomes_evidence(store_factory):
     assert judge_recall_events(store).judged == 0  # each event is judged once
 
 
+def test_a_success_on_another_cluster_is_not_the_recalled_jobs_fix(store_factory):
+    from hpcmem.ingest.sacct_ingest import ingest_sacct
+
+    store = store_factory().open()
+    oom = "slurmstepd: error: Detected 1 oom-kill event(s) in StepId=9.batch. Some of your processes may have been killed by the cgroup out-of-memory handler."
+    lid = lesson(store, error=oom, fix="--mem=32G")
+    recalled = dt.datetime(2026, 11, 24, 9, 0, tzinfo=dt.timezone.utc)
+    with store.transaction() as s:
+        s.add(RecallEvent(lesson_id=lid, store="user", fingerprint=fingerprint(oom).fingerprint, user_name="bob",
+                          cluster="lab", job_id="700", recalled_at=recalled))
+    header = "JobID|JobName|User|State|ExitCode|Elapsed|ReqMem|MaxRSS|Submit|Start|End"
+    ingest_sacct(store, [header, "700|align|bob|OUT_OF_MEMORY|0:125|00:10:00|8G||2026-11-24T08:00:00|"
+                                 "2026-11-24T08:00:01|2026-11-24T08:10:00"], cluster="lab", tz=dt.timezone.utc)
+    # the same job name succeeds after the recall, but on another cluster: not this job's fix
+    ingest_sacct(store, [header, "701|align|bob|COMPLETED|0:0|01:00:00|32G||2026-11-24T09:05:00|"
+                                 "2026-11-24T09:05:01|2026-11-24T10:05:00"], cluster="other", tz=dt.timezone.utc)
+    summary = judge_recall_events(store, now=dt.datetime(2026, 11, 30, tzinfo=dt.timezone.utc))
+    assert (summary.worked, summary.recurred) == (0, 0)
+
+
+def test_the_recall_outcome_check_reads_jobs_through_an_index(tmp_path):
+    import sqlite3
+
+    from hpcmem.kb.store import Store
+
+    path = tmp_path / "store.db"
+    Store(f"sqlite:///{path}").open().dispose()
+    plan = sqlite3.connect(path).execute(
+        "EXPLAIN QUERY PLAN SELECT id FROM job_records WHERE cluster = ? AND user_name = ? AND failed = 0 "
+        "AND job_name = ? AND submit_time > ? AND submit_time <= ? LIMIT 1", ("c", "u", "n", "a", "b")).fetchall()
+    assert "USING INDEX ix_job_records_cluster_user_name_submit_time" in plan[0][-1]
+
+
 # --------------------------------------------------------------------------- scale: what is read
 
 
