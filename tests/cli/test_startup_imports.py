@@ -78,3 +78,31 @@ def test_a_store_that_is_behind_still_records(tmp_path, known_lesson):
                                "--fix", "f", "--json")
     assert result.returncode == 0, result.stderr
     assert "alembic" in modules and json.loads(result.stdout)["lesson_id"]
+
+
+@pytest.mark.parametrize("argv, needed", [
+    (["recall", "x"], ["recall"]),
+    (["--store", "/tmp/s.db", "record", "--error", "e"], ["record"]),
+    (["--config=/etc/h.toml", "--debug", "fingerprint"], ["fingerprint"]),
+    (["--config", "recall", "lessons", "list"], ["lessons"]),  # a value that looks like a command
+    (["--version"], []),
+    (["--version", "--help"], None),
+    (["--help"], None),
+    ([], None),
+    (["no-such-command"], None),  # the full app says so, with the list of commands
+])
+def test_the_app_is_built_with_just_the_command_invoked(argv, needed):
+    from hpcmem.cli.main import commands_needed
+
+    assert commands_needed(argv) == needed
+
+
+def test_every_command_still_registers_and_an_unknown_one_is_a_usage_error():
+    result = run_hpcmem("--help")
+    assert result.returncode == 0
+    from hpcmem.cli.main import COMMANDS
+
+    for name in COMMANDS:
+        assert name in result.stdout, name
+    wrong = run_hpcmem("no-such-command")
+    assert wrong.returncode == 2 and "No such command" in wrong.stderr
