@@ -192,7 +192,8 @@ def record_lesson(store: Store, draft: LessonDraft, *, actor: str) -> dict[str, 
         _insert_lesson(sql, lesson, sig.id)
         result = lesson_to_dict(lesson, sig)
         sql.insert("audit_log", {"at": now, "actor": actor, "action": "create", "object_type": "lesson",
-                                 "object_id": lesson.id, "before": None, "after": result, "reason": None})
+                                 "object_id": lesson.id, "before": None, "after": result, "reason": None},
+                   json_columns=("before", "after"))
     return result
 
 
@@ -213,7 +214,7 @@ def _insert_lesson(sql: SqlWriter, lesson: SimpleNamespace, signature_id: int) -
     from hpcmem.kb.reader import LESSON_COLUMNS  # every column of models.Lesson
 
     values = {c: getattr(lesson, c) for c in LESSON_COLUMNS if c != "signature_id"}
-    sql.insert("lessons", {"signature_id": signature_id, **values})
+    sql.insert("lessons", {"signature_id": signature_id, **values}, json_columns=("actions", "safety_flags"))
     for alias in lesson.aliases:
         sql.insert("lesson_aliases", {"lesson_id": lesson.id, **vars(alias)})
     for cond in lesson.conditions:

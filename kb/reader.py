@@ -308,7 +308,9 @@ class StoreReader:
         """Remember (hash, model, vector) rows; a row already there is kept."""
         if not rows:
             return
-        now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)  # stored as naive UTC, like UTCDateTime
+        from hpcmem.kb.sqlwrite import time_binder
+
+        now = time_binder(self.dialect)(dt.datetime.now(dt.timezone.utc))  # as UTCDateTime stores it
         rows = [(*row, now) for row in rows]
         sql = self._sql("INSERT INTO query_vectors (template_hash, model, vector, created_at) VALUES (?, ?, ?, ?) "
                         "ON CONFLICT (template_hash) DO NOTHING")

@@ -23,7 +23,6 @@ per-batch statements (signature lookups, counts, updates) stay SQLAlchemy Core.
 from __future__ import annotations
 
 import datetime as dt
-import json
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -37,6 +36,7 @@ from hpcmem.kb.models import JobRecord, Occurrence, Signature, StoreMeta
 from hpcmem.kb.redact import redact
 from hpcmem.kb.signatures import FailureSignature as SignatureKey
 from hpcmem.kb.signatures import signature_of_block
+from hpcmem.kb.sqlwrite import json_binder, time_binder
 from hpcmem.kb.store import Store
 from hpcmem.kb.types import UTCDateTime, utcnow
 
@@ -49,7 +49,6 @@ OCCURRENCE_COLUMNS = tuple(
 _job_values = itemgetter(*JOB_COLUMNS)
 # What a new occurrence row holds, in this order.
 _NEW_OCCURRENCE_COLUMNS = (*OCCURRENCE_COLUMNS, "signature_id", "observed_at")
-_UTC = dt.timezone.utc
 # Free text that can carry secrets (tokens in submit lines, passwords in logs).
 REDACTED_FIELDS = ("message", "log_excerpt", "submit_line", "job_name", "work_dir", "log_path")
 # Ids per IN (...) query; well under SQLite's variable limit.
@@ -69,39 +68,14 @@ def _redact_cached(value: str) -> tuple[str, int]:
     return result.text, result.count
 
 
-def _sqlite_time(value: dt.datetime | None) -> str | None:
-    # UTCDateTime, then SQLAlchemy's SQLite DATETIME storage format: isoformat with
-    # microseconds is the same text (year zero-padded), and for a UTC time the same
-    # 26 characters followed by '+00:00'.
-    if value is None:
-        return None
-    zone = value.tzinfo
-    if zone is None:
-        return value.isoformat(" ", "microseconds")
-    if zone is not _UTC:
-        value = value.astimezone(_UTC)
-    return value.isoformat(" ", "microseconds")[:26]
-
-
-def _naive_utc(value: dt.datetime | None) -> dt.datetime | None:
-    if value is None or value.tzinfo is None:
-        return value
-    return value.astimezone(_UTC).replace(tzinfo=None)
-
-
 def _binder(column, dialect: str) -> Callable[[Any], Any] | None:
     """How a Python value of ``column`` goes to the driver, as its SQLAlchemy type would
     bind it; None when it goes as it is."""
     kind = column.type
     if isinstance(kind, UTCDateTime):
-        return _sqlite_time if dialect == "sqlite" else _naive_utc
+        return time_binder(dialect)
     if isinstance(kind, JSON) or isinstance(getattr(kind, "impl", None), JSON):
-        # SQLAlchemy's JSON stores None as JSON null, not SQL NULL (none_as_null=False).
-        if dialect == "postgresql":
-            from psycopg.types.json import Jsonb
-
-            return Jsonb
-        return json.dumps
+        return json_binder(dialect)
     if isinstance(kind, Boolean):
         return bool  # job_records.failed: a row that does not say is not a failure
     return None

@@ -1,11 +1,12 @@
-"""Small writes in plain SQL, for commands that must start fast (``hpcmem record``).
+"""Writes in plain SQL, and how values go to the driver as the models' column types store them.
 
 Importing SQLAlchemy's ORM costs about a quarter of a second, most of a `record`. The
 few rows a lesson needs are written here with DB-API statements against the schema of
-``kb/models.py`` (tests/kb/test_sqlwrite.py checks the rows read back through the ORM
-equal what the ORM would have written). Values are converted the way the models'
-column types store them: JSON as text on SQLite and JSONB on PostgreSQL, datetimes as
-naive UTC.
+``kb/models.py`` (tests/kb/test_sqlwrite.py reads them back through the ORM). The value
+conversions below are the ones every plain-SQL writer uses (``SqlWriter``, the bulk
+``Recorder``, the reader's query-vector cache), so SQLAlchemy's storage formats are
+written down once: datetimes as naive UTC (SQLite: its DATETIME text), JSON as text on
+SQLite and JSONB on PostgreSQL, with None stored as JSON null as SQLAlchemy's JSON does.
 """
 
 from __future__ import annotations
@@ -13,10 +14,43 @@ from __future__ import annotations
 import datetime as dt
 import json
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
-# SQLAlchemy's SQLite DateTime storage format; ORM reads of these rows depend on it.
-_SQLITE_TIME = "%Y-%m-%d %H:%M:%S.%f"
+_UTC = dt.timezone.utc
+
+
+def sqlite_time(value: dt.datetime | None) -> str | None:
+    """UTCDateTime, then SQLAlchemy's SQLite DATETIME text: isoformat with microseconds is
+    the same text (year zero-padded), and for a UTC time the same 26 characters followed
+    by '+00:00'."""
+    if value is None:
+        return None
+    zone = value.tzinfo
+    if zone is None:
+        return value.isoformat(" ", "microseconds")
+    if zone is not _UTC:
+        value = value.astimezone(_UTC)
+    return value.isoformat(" ", "microseconds")[:26]
+
+
+def naive_utc(value: dt.datetime | None) -> dt.datetime | None:
+    """UTCDateTime on PostgreSQL: naive UTC."""
+    if value is None or value.tzinfo is None:
+        return value
+    return value.astimezone(_UTC).replace(tzinfo=None)
+
+
+def time_binder(dialect: str) -> Callable[[dt.datetime | None], Any]:
+    return sqlite_time if dialect == "sqlite" else naive_utc
+
+
+def json_binder(dialect: str) -> Callable[[Any], Any]:
+    """A JSON column's value; None becomes JSON null (SQLAlchemy's none_as_null=False)."""
+    if dialect == "postgresql":
+        from psycopg.types.json import Jsonb
+
+        return Jsonb
+    return json.dumps
 
 
 class SqlWriter:
@@ -25,34 +59,28 @@ class SqlWriter:
     def __init__(self, conn: Any, dialect: str) -> None:
         self.conn = conn
         self.dialect = dialect
+        self._time = time_binder(dialect)
+        self._json = json_binder(dialect)
 
     def _sql(self, sql: str) -> str:
         return sql.replace("?", "%s") if self.dialect == "postgresql" else sql
 
     def value(self, value: Any) -> Any:
-        """A Python value as the column types of kb/types.py store it."""
-        if isinstance(value, dt.datetime):
-            if value.tzinfo is not None:
-                value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
-            return value.strftime(_SQLITE_TIME) if self.dialect == "sqlite" else value
-        if isinstance(value, (dict, list)):
-            if self.dialect == "postgresql":
-                from psycopg.types.json import Jsonb
+        """A parameter as the driver takes it (JSON columns are named to ``insert``)."""
+        return self._time(value) if isinstance(value, dt.datetime) else value
 
-                return Jsonb(value)
-            return json.dumps(value)
-        return value
-
-    def insert(self, table: str, row: dict[str, Any], returning: str | None = None) -> Any:
+    def insert(self, table: str, row: dict[str, Any], *, json_columns: tuple[str, ...] = (),
+               returning: str | None = None) -> Any:
         """INSERT one row; the value of the ``returning`` column (e.g. a new id)."""
         columns = ", ".join(row)
         marks = ", ".join("?" * len(row))
         sql = f"INSERT INTO {table} ({columns}) VALUES ({marks})"
         if returning:
             sql += f" RETURNING {returning}"
+        values = tuple(self._json(v) if c in json_columns else self.value(v) for c, v in row.items())
         cur = self.conn.cursor()
         try:
-            cur.execute(self._sql(sql), tuple(self.value(v) for v in row.values()))
+            cur.execute(self._sql(sql), values)
             return cur.fetchone()[0] if returning else None
         finally:
             cur.close()

@@ -85,3 +85,14 @@ def store_factory(request: pytest.FixtureRequest, tmp_path: Path):
             with psycopg.connect(store.url.replace("+psycopg", ""), autocommit=True) as conn:
                 conn.execute(f'DROP SCHEMA IF EXISTS "{store.schema}" CASCADE')
         store.dispose()
+
+
+def stored_values(store, table: str, columns: tuple[str, ...], order: str = "id") -> list[tuple]:
+    """Each stored value as the database holds it: its text and, on SQLite, its type (for
+    comparing what plain-SQL writers store with what SQLAlchemy stores)."""
+    with store.engine.connect() as conn:
+        if store.dialect == "sqlite":
+            cells = ", ".join(f"CAST({c} AS TEXT), typeof({c})" for c in columns)
+        else:
+            cells = ", ".join(f"{c}::text" for c in columns)
+        return [tuple(r) for r in conn.exec_driver_sql(f"SELECT {cells} FROM {table} ORDER BY {order}")]

@@ -18,7 +18,7 @@ from hpcmem.ingest.sacct import SacctReader
 from hpcmem.ingest.sacct_ingest import ingest_sacct
 from hpcmem.ingest.sacct_parallel import ingest_sacct_parallel, parallel_workers, plan_parts
 from hpcmem.kb.recorder import JOB_COLUMNS, OCCURRENCE_COLUMNS
-from tests.conftest import SAMPLES
+from tests.conftest import SAMPLES, stored_values
 
 REPO = Path(__file__).resolve().parents[2]
 SACCT = SAMPLES / "sacct"
@@ -40,23 +40,13 @@ def generated(tmp_path: Path, monkeypatch, rows: int, profile: str, seed: int = 
     return path
 
 
-def raw(store, table: str, columns: tuple[str, ...], order: str = "id") -> list[tuple]:
-    """Each stored value as the database holds it: its text and, on SQLite, its type."""
-    with store.engine.connect() as conn:
-        if store.dialect == "sqlite":
-            cells = ", ".join(f"CAST({c} AS TEXT), typeof({c})" for c in columns)
-        else:
-            cells = ", ".join(f"{c}::text" for c in columns)
-        return [tuple(r) for r in conn.exec_driver_sql(f"SELECT {cells} FROM {table} ORDER BY {order}")]
-
-
 def assert_same_store(a, b, seen_times: bool = True) -> None:
-    assert raw(a, "job_records", ("id", *JOB_COLUMNS, "change_seq")) == raw(b, "job_records", ("id", *JOB_COLUMNS, "change_seq"))
+    assert stored_values(a, "job_records", ("id", *JOB_COLUMNS, "change_seq")) == stored_values(b, "job_records", ("id", *JOB_COLUMNS, "change_seq"))
     columns = ("id", *OCCURRENCE_COLUMNS, "signature_id")
-    assert raw(a, "occurrences", columns) == raw(b, "occurrences", columns)
+    assert stored_values(a, "occurrences", columns) == stored_values(b, "occurrences", columns)
     # Signatures of failures without any time are first/last seen "now".
     columns = ("id", *SIGNATURE_COLUMNS, *(("first_seen", "last_seen") if seen_times else ()))
-    assert raw(a, "signatures", columns) == raw(b, "signatures", columns)
+    assert stored_values(a, "signatures", columns) == stored_values(b, "signatures", columns)
 
 
 def single(store, path: Path, **kw):
@@ -188,11 +178,11 @@ def test_a_killed_parallel_run_leaves_whole_batches_and_a_rerun_completes_it(sto
     parallel(broken, path, batch_size=30, chunk_bytes=4000, workers=2)
     clean.open()
     single(clean, path, batch_size=30)
-    assert raw(broken, "job_records", JOB_COLUMNS, "job_id") == raw(clean, "job_records", JOB_COLUMNS, "job_id")
+    assert stored_values(broken, "job_records", JOB_COLUMNS, "job_id") == stored_values(clean, "job_records", JOB_COLUMNS, "job_id")
     columns = (*OCCURRENCE_COLUMNS, "signature_id")
-    assert raw(broken, "occurrences", columns, "job_id") == raw(clean, "occurrences", columns, "job_id")
+    assert stored_values(broken, "occurrences", columns, "job_id") == stored_values(clean, "occurrences", columns, "job_id")
     columns = SIGNATURE_COLUMNS + ("first_seen", "last_seen")
-    assert raw(broken, "signatures", columns, "fingerprint") == raw(clean, "signatures", columns, "fingerprint")
+    assert stored_values(broken, "signatures", columns, "fingerprint") == stored_values(clean, "signatures", columns, "fingerprint")
 
 
 def test_a_worker_that_dies_stops_the_ingest(store_factory, tmp_path, monkeypatch):

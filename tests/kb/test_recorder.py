@@ -12,7 +12,7 @@ from hpcmem.ingest.sacct import SacctReader
 from hpcmem.ingest.sacct_ingest import failure_row, ingest_sacct, job_row
 from hpcmem.kb.models import JobRecord, Occurrence, Signature
 from hpcmem.kb.recorder import JOB_COLUMNS, OCCURRENCE_COLUMNS, Recorder, _redact_cached, _signature
-from tests.conftest import SAMPLES
+from tests.conftest import SAMPLES, stored_values
 
 UTC = dt.timezone.utc
 BERLIN = ZoneInfo("Europe/Berlin")
@@ -50,16 +50,6 @@ FAILURES = [
 ]
 
 
-def _raw_rows(store, table: str, columns: tuple[str, ...]) -> list[tuple]:
-    """Each stored value as the database holds it: its text and, on SQLite, its type."""
-    with store.engine.connect() as conn:
-        if store.dialect == "sqlite":
-            cells = ", ".join(f"CAST({c} AS TEXT), typeof({c})" for c in columns)
-        else:
-            cells = ", ".join(f"{c}::text" for c in columns)
-        return [tuple(r) for r in conn.exec_driver_sql(f"SELECT {cells} FROM {table} ORDER BY cluster, job_id")]
-
-
 def test_bulk_rows_equal_what_sqlalchemy_writes(store_factory):
     ours, reference = store_factory("ours").open(), store_factory("reference").open()
     recorder = Recorder(ours)
@@ -83,8 +73,9 @@ def test_bulk_rows_equal_what_sqlalchemy_writes(store_factory):
 
     job_columns = JOB_COLUMNS
     occurrence_columns = (*OCCURRENCE_COLUMNS, "signature_id", "observed_at")
-    assert _raw_rows(ours, "job_records", job_columns) == _raw_rows(reference, "job_records", job_columns)
-    assert _raw_rows(ours, "occurrences", occurrence_columns) == _raw_rows(reference, "occurrences", occurrence_columns)
+    by_job = "cluster, job_id"
+    assert stored_values(ours, "job_records", job_columns, by_job) == stored_values(reference, "job_records", job_columns, by_job)
+    assert stored_values(ours, "occurrences", occurrence_columns, by_job) == stored_values(reference, "occurrences", occurrence_columns, by_job)
 
 
 def test_updates_of_known_occurrences_equal_what_sqlalchemy_writes(store_factory):
@@ -183,8 +174,9 @@ def test_interrupted_ingest_leaves_whole_batches_and_a_rerun_completes_it(store_
         with open(path, encoding="utf-8") as fh:
             ingest_sacct(store, fh, cluster="testcl", tz=UTC, batch_size=20)
     columns = (*OCCURRENCE_COLUMNS, "signature_id")
-    assert _raw_rows(broken, "job_records", JOB_COLUMNS) == _raw_rows(clean, "job_records", JOB_COLUMNS)
-    assert _raw_rows(broken, "occurrences", columns) == _raw_rows(clean, "occurrences", columns)
+    by_job = "cluster, job_id"
+    assert stored_values(broken, "job_records", JOB_COLUMNS, by_job) == stored_values(clean, "job_records", JOB_COLUMNS, by_job)
+    assert stored_values(broken, "occurrences", columns, by_job) == stored_values(clean, "occurrences", columns, by_job)
     with broken.session() as a, clean.session() as b:
         assert sorted((s.fingerprint, s.count) for s in a.scalars(select(Signature))) == \
             sorted((s.fingerprint, s.count) for s in b.scalars(select(Signature)))

@@ -94,3 +94,31 @@ def test_record_lesson_imports_no_orm(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_stored_values_equal_what_sqlalchemy_stores(store_factory):
+    """Beyond reading back: the bytes of time and JSON columns (an audit entry with no
+    'before', a date before year 1000) are what the ORM itself would have stored."""
+    from tests.conftest import stored_values
+
+    ours, reference = store_factory("ours").open(), store_factory("reference").open()
+    ours.dispose()  # the plain-connection path
+    early = dt.datetime(999, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc)
+    written = record_lesson(ours, a_draft(valid_until=early), actor="alice")
+    with ours.session() as session:
+        lesson = session.get(Lesson, written["lesson_id"])
+        audit = session.scalars(select(AuditEntry)).one()
+        copy = {c.name: getattr(lesson, c.name) for c in Lesson.__table__.columns}
+        entry = {c.name: getattr(audit, c.name) for c in AuditEntry.__table__.columns}
+        sig = {c.name: getattr(lesson.signature, c.name) for c in Signature.__table__.columns}
+    with reference.transaction() as session:
+        session.add(Signature(**sig))
+        session.flush()
+        session.add(Lesson(**copy))
+        session.add(AuditEntry(**entry))
+    lesson_cols = ("id", "actions", "safety_flags", "created_at", "updated_at", "valid_until", "last_confirmed_at")
+    assert stored_values(ours, "lessons", lesson_cols) == stored_values(reference, "lessons", lesson_cols)
+    audit_cols = ("id", "at", "before", "after")
+    assert stored_values(ours, "audit_log", audit_cols) == stored_values(reference, "audit_log", audit_cols)
+    sig_cols = ("id", "first_seen", "last_seen", "template")
+    assert stored_values(ours, "signatures", sig_cols) == stored_values(reference, "signatures", sig_cols)
