@@ -5,6 +5,7 @@ onto one of these paths fails here (the cost of each is in bench/bench_startup.p
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -30,9 +31,10 @@ OTHER_COMMANDS = ("hpcmem.cli.lessons", "hpcmem.cli.ingest", "hpcmem.cli.mcp_ser
                   "hpcmem.cli.db", "hpcmem.cli.revalidate", "hpcmem.cli.model", "hpcmem.cli.stores")
 
 
-def imported(*args: str, stdin: str | None = None) -> tuple[subprocess.CompletedProcess, set[str]]:
+def imported(*args: str, stdin: str | None = None,
+             env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess, set[str]]:
     result = subprocess.run([sys.executable, "-c", RUNNER, *args], input=stdin, capture_output=True, text=True,
-                            timeout=120)
+                            timeout=120, env={**os.environ, **(env or {})})
     line = [l for l in result.stderr.splitlines() if l.startswith("MODULES ")][-1]
     return result, set(json.loads(line[len("MODULES "):]))
 
@@ -67,8 +69,13 @@ def test_fingerprint_imports_nothing_heavy():
 
 
 def test_epilog_imports_only_the_standard_library_and_its_own_module(tmp_path):
-    result, modules = imported("epilog", "--help")
-    assert result.returncode == 0, result.stderr
+    from hpcmem.ingest.epilog import parse_env_file
+    from tests.conftest import SAMPLES
+
+    job = parse_env_file((SAMPLES / "epilog" / "3.epilog.env").read_text())  # a real failed job's epilog
+    result, modules = imported("epilog", "--scontrol-file", str(SAMPLES / "epilog" / "3.epilog.scontrol"),
+                               "--dry-run", env=job)
+    assert result.returncode == 0 and json.loads(result.stdout)["state"], result.stderr
     assert offenders(modules, HEAVY + ("typer", "hpcmem.cli.main", "hpcmem.kb.store")) == []
 
 

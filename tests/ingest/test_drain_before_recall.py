@@ -47,15 +47,22 @@ def event_user() -> str:
     return pwd.getpwuid(os.getuid()).pw_name
 
 
-def test_nothing_pending_and_unreadable_spools_never_stop_a_recall(tmp_path):
+def test_nothing_pending_costs_nothing_and_a_failed_drain_is_a_warning(tmp_path):
     config = load_config(cli_overrides={"spool": {"dir": str(tmp_path / "no-such-spool")}})
     stack = StoreStack.from_config(config)
     try:
         assert drain_before_recall(stack, config) == []
-        (tmp_path / "spool" / event_user() / "new").mkdir(parents=True)
-        (tmp_path / "spool" / event_user() / "new" / "x.json").write_text("{")
-        broken = load_config(cli_overrides={"spool": {"dir": str(tmp_path / "spool")}})
-        warnings = drain_before_recall(stack, broken)
-        assert all(w.startswith("pending epilog events not stored yet") for w in warnings)
     finally:
         stack.dispose()
+    spool = tmp_path / "spool"
+    spooled_failure(spool, "880012")
+    (tmp_path / "not-a-dir").write_text("")  # the user store cannot be created under a file
+    broken = load_config(cli_overrides={"spool": {"dir": str(spool)},
+                                        "stores": {"user": {"url": f"sqlite:///{tmp_path}/not-a-dir/user.db"}}})
+    stack = StoreStack.from_config(broken)
+    try:
+        warnings = drain_before_recall(stack, broken, job_id="880012")
+    finally:
+        stack.dispose()
+    assert len(warnings) == 1 and warnings[0].startswith("pending epilog events not stored yet: ")
+    assert [p.name for p in (spool / event_user() / "new").iterdir()]  # still pending for the next drain
