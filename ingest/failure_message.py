@@ -8,6 +8,7 @@ times are filled in as Slurm would; normalization masks them again.
 
 from __future__ import annotations
 
+import re
 import signal
 
 from hpcmem.ingest.sacct import SacctJob
@@ -23,8 +24,15 @@ _SIGNAL_TEXT = {
 }
 
 
-def _when(job: SacctJob) -> str:
-    return job.end.strftime("%Y-%m-%dT%H:%M:%S") if job.end else "Unknown"
+# The shape of a message: its job id and time in a fixed form (see failure_message).
+_CANONICAL_TIME = "2000-01-01T00:00:00"
+_DIGIT = re.compile(r"\d")
+
+
+def _when(job: SacctJob, canonical: bool = False) -> str:
+    if not job.end:
+        return "Unknown"
+    return _CANONICAL_TIME if canonical else job.end.strftime("%Y-%m-%dT%H:%M:%S")
 
 
 def _node(job: SacctJob) -> str:
@@ -32,8 +40,12 @@ def _node(job: SacctJob) -> str:
     return nodes if nodes and nodes != "None assigned" else "unknown"
 
 
-def failure_message(job: SacctJob, *, from_sacct: bool = False) -> str:
+def failure_message(job: SacctJob, *, from_sacct: bool = False, shape: bool = False) -> str:
     """The line Slurm would print for this job's failure.
+
+    ``shape``: the same line with the job id's digits and the time in a fixed form. Lines
+    of one shape differ only in what normalization masks (ids, times), so they have one
+    signature: a bulk reader fingerprints each shape once (kb/recorder.py), not each job.
 
     ``from_sacct``: the exit code is sacct's, where Slurm 22.05 shows a batch script's exit
     status 139 (128+SIGSEGV) as ``11:0`` (seen on the project's harness: slurmctld logs
@@ -41,31 +53,32 @@ def failure_message(job: SacctJob, *, from_sacct: bool = False) -> str:
     really called exit(11) is misread the same way; the epilog's event, which carries the
     raw status, tells the two apart.
     """
+    job_id = _DIGIT.sub("1", job.job_id) if shape else job.job_id
     state = job.failure_state or job.state
     step = job.failed_step or "batch"
     if state == "OUT_OF_MEMORY":
-        return (f"slurmstepd: error: Detected 1 oom-kill event(s) in StepId={job.job_id}.{step}. "
+        return (f"slurmstepd: error: Detected 1 oom-kill event(s) in StepId={job_id}.{step}. "
                 "Some of your processes may have been killed by the cgroup out-of-memory handler.")
     if state == "TIMEOUT":
-        return f"slurmstepd: error: *** JOB {job.job_id} ON {_node(job)} CANCELLED AT {_when(job)} DUE TO TIME LIMIT ***"
+        return f"slurmstepd: error: *** JOB {job_id} ON {_node(job)} CANCELLED AT {_when(job, shape)} DUE TO TIME LIMIT ***"
     if state == "PREEMPTED":
-        return f"slurmstepd: error: *** JOB {job.job_id} ON {_node(job)} CANCELLED AT {_when(job)} DUE TO PREEMPTION ***"
+        return f"slurmstepd: error: *** JOB {job_id} ON {_node(job)} CANCELLED AT {_when(job, shape)} DUE TO PREEMPTION ***"
     if state == "NODE_FAIL":
-        return f"slurmstepd: error: *** JOB {job.job_id} ON {_node(job)} CANCELLED AT {_when(job)} DUE TO NODE FAILURE ***"
+        return f"slurmstepd: error: *** JOB {job_id} ON {_node(job)} CANCELLED AT {_when(job, shape)} DUE TO NODE FAILURE ***"
     if state == "BOOT_FAIL":
-        return f"Job {job.job_id} terminated: BOOT_FAIL, its node failed to boot"
+        return f"Job {job_id} terminated: BOOT_FAIL, its node failed to boot"
     if state == "DEADLINE":
-        return f"Job {job.job_id} terminated: DEADLINE reached before it could finish"
+        return f"Job {job_id} terminated: DEADLINE reached before it could finish"
     if state == "CANCELLED":
         if job.start is None:
             reason = f" while pending ({job.reason})" if job.reason and job.reason != "None" else " while pending"
-            return f"Job {job.job_id} CANCELLED{reason}"
-        return f"slurmstepd: error: *** JOB {job.job_id} ON {_node(job)} CANCELLED AT {_when(job)} ***"
+            return f"Job {job_id} CANCELLED{reason}"
+        return f"slurmstepd: error: *** JOB {job_id} ON {_node(job)} CANCELLED AT {_when(job, shape)} ***"
     # FAILED, or COMPLETED with a failed step.
     sig = job.exit_signal or 0
     code = job.exit_code or 0
     if launch_failed(job.reason, sig):
-        return launch_failure_message(job.job_id, getattr(job, "missing_output_dir", None),
+        return launch_failure_message(job_id, getattr(job, "missing_output_dir", None),
                                       getattr(job, "unwritable_output_dir", None))
     if from_sacct and not sig and code == SACCT_SEGFAULT_EXIT_CODE:
         return signal_message(signal.SIGSEGV)

@@ -105,6 +105,7 @@ def failure_row(job: SacctJob, cluster: str) -> dict[str, Any]:
         "work_dir": job.workdir,
         "submit_line": job.submit_line,
         "message": failure_message(job, from_sacct=True),
+        "message_shape": failure_message(job, from_sacct=True, shape=True),
         "source": "sacct",
         "submit_time": job.submit,
         "start_time": job.start,

@@ -51,6 +51,8 @@ _job_values = itemgetter(*JOB_COLUMNS)
 _NEW_OCCURRENCE_COLUMNS = (*OCCURRENCE_COLUMNS, "signature_id", "observed_at")
 # Free text that can carry secrets (tokens in submit lines, passwords in logs).
 REDACTED_FIELDS = ("message", "log_excerpt", "submit_line", "job_name", "work_dir", "log_path")
+# Message shapes whose signature a RowPreparer keeps (a dump has a few hundred).
+_SHAPES_KEPT = 65536
 # Ids per IN (...) query; well under SQLite's variable limit.
 CHUNK = 900
 
@@ -133,6 +135,7 @@ class RowPreparer:
         binders = _binders(Occurrence.__table__, _NEW_OCCURRENCE_COLUMNS, dialect)
         self._occurrence_binders = [(i, bind) for i, bind in binders if i < len(OCCURRENCE_COLUMNS)]
         self._state_at = OCCURRENCE_COLUMNS.index("state")
+        self._shapes: dict[str, SignatureKey] = {}
 
     def job(self, job: dict[str, Any]) -> PreparedJob:
         self._redacted(job)
@@ -145,13 +148,29 @@ class RowPreparer:
         return (job["cluster"], job["job_id"]), values
 
     def failure(self, failure: dict[str, Any]) -> PreparedFailure:
+        shape = failure.pop("message_shape", None)
+        message = failure.get("message")
         self._redacted(failure)
-        signature = _signature(failure.get("message") or f"job state {failure.get('state') or 'FAILED'}")
+        if shape is not None and failure.get("message") is message:
+            signature = self._signature_of_shape(shape, message)
+        else:
+            signature = _signature(failure.get("message") or f"job state {failure.get('state') or 'FAILED'}")
         values = [failure.get(c) for c in OCCURRENCE_COLUMNS]
         values[self._state_at] = values[self._state_at] or "FAILED"  # a log alone says the job failed
         for i, bind in self._occurrence_binders:
             values[i] = bind(values[i])
         return (failure["cluster"], failure["job_id"]), failure, signature, values
+
+    def _signature_of_shape(self, shape: str, message: str) -> SignatureKey:
+        """The signature of ``message``, fingerprinted once per shape: a message that sacct
+        data implies (ingest/failure_message.py) has its job id and time in it, which
+        normalization masks, so every message of one shape has the same signature."""
+        signature = self._shapes.get(shape)
+        if signature is None:
+            if len(self._shapes) >= _SHAPES_KEPT:
+                self._shapes.clear()
+            signature = self._shapes[shape] = _signature(message)
+        return signature
 
     def _redacted(self, row: dict[str, Any]) -> dict[str, Any]:
         for key in REDACTED_FIELDS:
