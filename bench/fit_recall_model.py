@@ -1,6 +1,7 @@
 """Fit recall's scorer (kb/rules/recall_model.json) on the corpus's calibration part only.
 
-    .venv/bin/python bench/fit_recall_model.py [--failures] [--out kb/rules/recall_model.json]
+    .venv/bin/python bench/fit_recall_model.py [--failures] [--cv] [--ceilings] [--dry-run]
+                                               [--out kb/rules/recall_model.json]
 
 1. IDF weights: document frequencies of the masked excerpt words of every calibration text.
 2. Lessons: one per known calibration class, recorded in a fresh store (recall_methods).
@@ -8,7 +9,16 @@
    row of features per candidate lesson, labelled 1 when the lesson is of the query's class.
 4. Two L2-regularised logistic regressions (IRLS): ``full`` and ``lexical`` (no embeddings).
 5. The match band's threshold maximises the calibration decision accuracy (right lesson first
-   on recurrences, abstention where no lesson exists); related is half of it.
+   on recurrences, abstention where no lesson exists); related is half of it. As in recall,
+   the answer is the most probable lesson in the match band: a lesson whose fix names a token
+   that differs from the query's is never applied, whatever its probability.
+
+``--cv`` reports family-grouped 5-fold cross-validation on calibration (model and threshold
+fitted on four folds' queries, judged on the fifth; mean of 6 fold assignments). The IDF
+table and the stored lessons are the same in every fold. ``--ceilings`` reports the ranking
+ceiling (right lesson first ignoring the threshold, recall@5 and @all of
+``Recaller.candidates``), the four kinds of decision error, and how many queries share their
+masked decisive line or excerpt with a lesson of another class (text alone cannot tell them).
 
 The held-out part is never loaded here. ``--failures`` prints the calibration queries the
 fitted model gets wrong, for inspection.
@@ -22,12 +32,14 @@ import json
 import sys
 import tempfile
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from recall_corpus import REPO, plan  # noqa: E402
+from recall_corpus import REPO, load, plan  # noqa: E402
 
 OUT = REPO / "kb" / "rules" / "recall_model.json"
 L2 = 1.0
@@ -62,30 +74,21 @@ def fit_logistic(rows: list[list[float]], labels: list[int], l2: float = L2) -> 
     return [round(float(v), 6) for v in w[:-1]], round(float(w[-1]), 6)
 
 
-def decide(answers: dict[str, list[tuple[str, float]]], p, threshold: float) -> float:
-    """Decision accuracy of answering with the top lesson when its probability >= threshold."""
-    right = 0
-    for q in p.recurrences:
-        top = answers[q.id][0] if answers[q.id] else None
-        right += top is not None and top[1] >= threshold and top[0] == q.cls
-    for q in p.no_lesson:
-        top = answers[q.id][0] if answers[q.id] else None
-        right += top is None or top[1] < threshold
-    return right / len(p.queries)
+@dataclass
+class Collected:
+    """Every calibration query's candidates: (lesson class, full features, lexical features)."""
+
+    plan: Any
+    family: dict[str, str]  # query id -> family of its class
+    rows: dict[str, list[tuple[str, dict[str, float], dict[str, float]]]]
+    idf: dict
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", type=Path, default=OUT)
-    ap.add_argument("--failures", action="store_true", help="print misjudged calibration queries")
-    args = ap.parse_args()
-
-    from hpcmem.kb import scoring
+def collect(cal) -> Collected:
     from hpcmem.kb.recall import RecallQuery
-    from hpcmem.kb.scoring import FULL_FEATURES, LEXICAL_FEATURES, LinearModel, Probe
+    from hpcmem.kb.scoring import FULL_FEATURES, LEXICAL_FEATURES, Probe
     from hpcmem.kb.signatures import fingerprint
 
-    cal = plan("calibration")
     texts = [i.text for i, _ in cal.lessons] + [q.text for q in cal.queries]
     idf = idf_table(texts)
     zero = {"features": list(FULL_FEATURES), "weights": [0.0] * len(FULL_FEATURES), "bias": 0.0}
@@ -99,35 +102,190 @@ def main() -> None:
 
     store = HpcmemStore(cal, model_path=str(tmp))
     recaller = store.recaller()
-    rows_full, rows_lex, labels, owners = [], [], [], []
-    for q in cal.queries:
-        full, _ = recaller.candidates(Probe.of(q.text, fingerprint(q.text)), RecallQuery(text=q.text), exhaustive=True)
-        lexical, _ = recaller.candidates(Probe.of(q.text, fingerprint(q.text)), RecallQuery(text=q.text),
-                                         exhaustive=True, lexical_only=True)
-        lex_by_id = {c.lesson["id"]: c.evidence.features for c in lexical}
-        for c in full:
-            x_full = c.evidence.features
-            if "emb_excerpt" not in x_full:
-                raise SystemExit("no vectors: the fit needs the ml extra and the model")
-            rows_full.append([x_full[f] for f in FULL_FEATURES])
-            rows_lex.append([lex_by_id[c.lesson["id"]][f] for f in LEXICAL_FEATURES])
-            labels.append(int(store.lesson_class[c.lesson["id"]] == q.cls))
-            owners.append((q.id, store.lesson_class[c.lesson["id"]]))
-    recaller.close()
+    rows: dict[str, list] = {}
+    try:
+        for q in cal.queries:
+            full, _ = recaller.candidates(Probe.of(q.text, fingerprint(q.text)), RecallQuery(text=q.text),
+                                          exhaustive=True)
+            lexical, _ = recaller.candidates(Probe.of(q.text, fingerprint(q.text)), RecallQuery(text=q.text),
+                                             exhaustive=True, lexical_only=True)
+            lex_by_id = {c.lesson["id"]: c.evidence.features for c in lexical}
+            rows[q.id] = []
+            for c in full:
+                if "emb_excerpt" not in c.evidence.features:
+                    raise SystemExit("no vectors: the fit needs the ml extra and the model")
+                rows[q.id].append((store.lesson_class[c.lesson["id"]], dict(c.evidence.features),
+                                   dict(lex_by_id[c.lesson["id"]])))
+    finally:
+        recaller.close()
+        store.close()
+    classes, _ = load()
+    family = {q.id: classes[q.cls].family for q in cal.queries}
+    return Collected(cal, family, rows, idf)
+
+
+def design(data: Collected, qids, features: tuple[str, ...], which: int) -> tuple[list, list, list]:
+    """Rows, labels and owners of the given queries: (query id, lesson class, whether the
+    lesson's fix names a token that differs - such a lesson is never in the match band)."""
+    rows, labels, owners = [], [], []
+    by_id = {q.id: q for q in data.plan.queries}
+    for qid in qids:
+        for cls, full, lex in data.rows[qid]:
+            x = full if which == 0 else lex
+            rows.append([x[f] for f in features])
+            labels.append(int(cls == by_id[qid].cls))
+            owners.append((qid, cls, bool(full["conflict_matters"])))
+    return rows, labels, owners
+
+
+def rank(owners, probabilities) -> dict[str, list[tuple[str, float, bool]]]:
+    """Per query: (lesson class, probability, blocked) by probability, best first."""
+    answers: dict[str, list[tuple[str, float, bool]]] = {}
+    for (qid, cls, blocked), prob in zip(owners, probabilities):
+        answers.setdefault(qid, []).append((cls, prob, blocked))
+    for qid in answers:
+        answers[qid].sort(key=lambda t: -t[1])
+    return answers
+
+
+def best_threshold(answers, queries, recurrent: set[str]) -> tuple[float, float]:
+    """The match threshold with the best decision accuracy over ``queries`` (the middle of ties)."""
+    cuts = [i / 100 for i in range(5, 96)]
+    scored = [(decide(answers, queries, recurrent, t), t) for t in cuts]
+    best = max(s for s, _ in scored)
+    winners = [t for s, t in scored if s == best]
+    return best, winners[len(winners) // 2]
+
+
+def decide(answers, queries, recurrent: set[str], threshold: float) -> float:
+    """Decision accuracy of answering with the top lesson when its probability >= threshold."""
+    return sum(outcome(q, answers, recurrent, threshold) == "right" for q in queries) / len(queries)
+
+
+def answer(hits, threshold: float):
+    """What recall applies: the most probable lesson in the match band (probability at the
+    threshold, and no differing token its fix names), or None (abstained)."""
+    return next((h for h in hits if h[1] >= threshold and not h[2]), None)
+
+
+def outcome(q, answers, recurrent: set[str], threshold: float) -> str:
+    """Which kind of decision a query got: right, or one of the four error buckets."""
+    hits = answers.get(q.id) or []
+    given = answer(hits, threshold)
+    if q.id not in recurrent:
+        return "no_lesson_answered" if given is not None else "right"
+    if given is not None:
+        return "right" if given[0] == q.cls else "answered_wrong"
+    return "abstained_right_top" if hits and hits[0][0] == q.cls else "abstained_wrong_top"
+
+
+def summary(answers, queries, recurrent: set[str], threshold: float) -> dict:
+    rec = [q for q in queries if q.id in recurrent]
+    out = Counter(outcome(q, answers, recurrent, threshold) for q in queries)
+    ranks = []
+    for q in rec:
+        classes = [h[0] for h in answers.get(q.id) or []]
+        ranks.append(classes.index(q.cls) + 1 if q.cls in classes else None)
+    n = len(rec)
+    return {
+        "decision_accuracy": round(out["right"] / len(queries), 4),
+        "known_top1": round(sum(1 for q in rec if outcome(q, answers, recurrent, threshold) == "right") / n, 4),
+        "abstention": round(sum(1 for q in queries if q.id not in recurrent
+                                and outcome(q, answers, recurrent, threshold) == "right")
+                            / max(1, len(queries) - n), 4),
+        "rank_top1": round(sum(1 for r in ranks if r == 1) / n, 4),
+        "recall_at_5": round(sum(1 for r in ranks if r is not None and r <= 5) / n, 4),
+        "recall_at_all": round(sum(1 for r in ranks if r is not None) / n, 4),
+        "errors": {k: out[k] for k in ("abstained_right_top", "abstained_wrong_top", "answered_wrong",
+                                         "no_lesson_answered")},
+    }
+
+
+def cross_validate(data: Collected, features: tuple[str, ...], which: int = 0, folds: int = 5,
+                   seeds: int = 6, l2: float = L2) -> dict:
+    """Family-grouped k-fold CV: the model and its threshold are fitted on the other folds'
+    queries; every query is judged once per seed. Mean of ``seeds`` fold assignments."""
+    import random
+
+    from hpcmem.kb.scoring import LinearModel
+
+    queries = data.plan.queries
+    recurrent = {q.id for q in data.plan.recurrences}
+    families = sorted(set(data.family.values()))
+    accs, pooled = [], []
+    for seed in range(seeds):
+        order = families[:]
+        random.Random(seed).shuffle(order)
+        fold_of = {f: i % folds for i, f in enumerate(order)}
+        answers: dict[str, list[tuple[str, float]]] = {}
+        thresholds: dict[str, float] = {}
+        for k in range(folds):
+            train = [q for q in queries if fold_of[data.family[q.id]] != k]
+            test = [q for q in queries if fold_of[data.family[q.id]] == k]
+            rows, labels, owners = design(data, [q.id for q in train], features, which)
+            w, b = fit_logistic(rows, labels, l2)
+            model = LinearModel(features, tuple(w), b)
+            _, t = best_threshold(rank(owners, [model.probability(dict(zip(features, r))) for r in rows]),
+                                  train, recurrent)
+            rows, _, owners = design(data, [q.id for q in test], features, which)
+            answers.update(rank(owners, [model.probability(dict(zip(features, r))) for r in rows]))
+            thresholds.update({q.id: t for q in test})
+        # per-query thresholds: scale each query's top to its fold's threshold
+        scaled = {qid: [(c, p - thresholds[qid] + 0.5, b) for c, p, b in hits] for qid, hits in answers.items()}
+        s = summary(scaled, queries, recurrent, 0.5)
+        accs.append(s["decision_accuracy"])
+        pooled.append(s)
+    mean = {k: round(sum(s[k] for s in pooled) / seeds, 4) for k in pooled[0] if k != "errors"}
+    mean["errors"] = {k: round(sum(s["errors"][k] for s in pooled) / seeds, 1) for k in pooled[0]["errors"]}
+    return mean
+
+
+def template_collisions(cal) -> dict:
+    """Shares of queries whose masked decisive template / masked excerpt equals a lesson's of
+    another class (recurrences), or any lesson's (no-lesson queries): text alone cannot tell them."""
+    from hpcmem.kb.signatures import excerpt_template, fingerprint
+
+    lessons = [(cls.name, fingerprint(i.text).template, excerpt_template(i.text)) for i, cls in cal.lessons]
+    out = {}
+    for name, queries, other in (("recurrences", cal.recurrences, True), ("no_lesson", cal.no_lesson, False)):
+        same_t = same_e = 0
+        for q in queries:
+            t, e = fingerprint(q.text).template, excerpt_template(q.text)
+            rivals = [l for l in lessons if not other or l[0] != q.cls]
+            same_t += any(l[1] == t for l in rivals)
+            same_e += any(l[2] == e for l in rivals)
+        out[name] = {"queries": len(queries), "decisive_template_collides": same_t, "excerpt_collides": same_e}
+    # the right lesson's template equals the query's (an exact fingerprint hit is possible)
+    by_class = {l[0]: l for l in lessons}
+    out["recurrences"]["decisive_template_equals_own_lesson"] = sum(
+        fingerprint(q.text).template == by_class[q.cls][1] for q in cal.recurrences)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--failures", action="store_true", help="print misjudged calibration queries")
+    ap.add_argument("--cv", action="store_true", help="also report family-grouped 5-fold CV (6 fold seeds)")
+    ap.add_argument("--ceilings", action="store_true", help="also report ranking ceilings and error buckets")
+    ap.add_argument("--dry-run", action="store_true", help="do not write the model")
+    args = ap.parse_args()
+
+    from hpcmem.kb import scoring
+    from hpcmem.kb.scoring import FULL_FEATURES, LEXICAL_FEATURES, LinearModel
+
+    cal = plan("calibration")
+    data = collect(cal)
+    recurrent = {q.id for q in cal.recurrences}
+    qids = [q.id for q in cal.queries]
+    rows_full, labels, owners = design(data, qids, FULL_FEATURES, 0)
+    rows_lex, _, _ = design(data, qids, LEXICAL_FEATURES, 1)
     w_full, b_full = fit_logistic(rows_full, labels)
     w_lex, b_lex = fit_logistic(rows_lex, labels)
 
     fitted = LinearModel(FULL_FEATURES, tuple(w_full), b_full)
-    answers: dict[str, list[tuple[str, float]]] = {q.id: [] for q in cal.queries}
-    for (qid, cls), row in zip(owners, rows_full):
-        answers[qid].append((cls, fitted.probability(dict(zip(FULL_FEATURES, row)))))
-    for qid in answers:
-        answers[qid].sort(key=lambda t: -t[1])
-    cuts = [i / 100 for i in range(5, 96)]
-    scored = [(decide(answers, cal, t), t) for t in cuts]
-    best = max(s for s, _ in scored)
-    winners = [t for s, t in scored if s == best]
-    match = winners[len(winners) // 2]
+    answers = rank(owners, [fitted.probability(dict(zip(FULL_FEATURES, r))) for r in rows_full])
+    best, match = best_threshold(answers, cal.queries, recurrent)
 
     model = {
         "version": 1,
@@ -136,24 +294,28 @@ def main() -> None:
             "recurrences": len(cal.recurrences), "no_lesson": len(cal.no_lesson), "rows": len(labels),
             "positives": sum(labels), "calibration_decision_accuracy": round(best, 4), "l2": L2,
         },
-        "idf": idf,
+        "idf": data.idf,
         "models": {
             "full": {"features": list(FULL_FEATURES), "weights": w_full, "bias": b_full},
             "lexical": {"features": list(LEXICAL_FEATURES), "weights": w_lex, "bias": b_lex},
         },
         "bands": {"match": match, "related": round(match / 2, 3)},
     }
-    args.out.write_text(json.dumps(model, indent=1, sort_keys=False) + "\n")
-    scoring.load_model.cache_clear()
+    if not args.dry_run:
+        args.out.write_text(json.dumps(model, indent=1, sort_keys=False) + "\n")
+        scoring.load_model.cache_clear()
     print(json.dumps({k: v for k, v in model.items() if k != "idf"}, indent=1))
+    if args.ceilings:
+        print("in-sample:", json.dumps(summary(answers, cal.queries, recurrent, match)))
+        print("collisions:", json.dumps(template_collisions(cal)))
+    if args.cv:
+        print("cv full:", json.dumps(cross_validate(data, FULL_FEATURES, 0)))
     if args.failures:
-        for q in cal.recurrences + cal.no_lesson:
-            top = answers[q.id][0] if answers[q.id] else None
-            ok = (top is not None and top[1] >= match and top[0] == q.cls) if q in cal.recurrences else (
-                top is None or top[1] < match)
-            if not ok:
-                print(f"--- {q.id} class={q.cls} top={top}\n{q.text[:600]}\n")
-    store.close()
+        for q in cal.queries:
+            kind = outcome(q, answers, recurrent, match)
+            if kind != "right":
+                top = answers[q.id][0] if answers.get(q.id) else None
+                print(f"--- {q.id} class={q.cls} {kind} top={top}\n{q.text[:600]}\n")
 
 
 if __name__ == "__main__":
