@@ -35,6 +35,9 @@ _PATTERNS = (
     ("partition", r"invalid partition specified: (\S+)()"),
     ("host_compiler", r"\b(gcc|clang|icc|msvc) versions? later than (\d+(?:\.\d+)*)"),
     ("exception", r"^\s*(?:[A-Za-z_]\w*\.)*([A-Z]\w*(?:Error|Exception))\b()"),
+    # A QOS or association limit (Slurm's reason code): the limit decides the fix, not whether
+    # a QOS or the association set it (AssocMaxSubmitJobLimit = QOSMaxSubmitJobPerUserLimit).
+    ("slurm_limit", r"\b(?:QOS|Assoc)((?:Max|Grp|Min)[A-Za-z]*?)(?:Per(?:User|Account|Job|Node))?(?:Limit)?\b()"),
     ("slurm_verdict", r"\bDUE TO (TIME LIMIT|NODE FAILURE|PREEMPTION|JOB NOT ENDING WITH SIGNALS)\b()"),
     ("missing_key", r"\bKeyError: ['\"]([^'\"]+)['\"]()"),
     ("jvm_memory", r"OutOfMemoryError: (Java heap space|Metaspace|GC overhead limit exceeded|Direct buffer memory|"
@@ -42,8 +45,9 @@ _PATTERNS = (
 )
 _NUMBER = re.compile(r"\d+")
 # Kinds whose values name different failures outright: Slurm's verdict on why a job ended, the
-# JVM memory area that ran out. A different value matters whatever the fix says.
-ALWAYS_MATTERS = frozenset({"slurm_verdict", "jvm_memory"})
+# QOS or association limit a job hit, the JVM memory area that ran out. A different value
+# matters whatever the fix says.
+ALWAYS_MATTERS = frozenset({"slurm_verdict", "slurm_limit", "jvm_memory"})
 _VERSION_IN_TEXT = re.compile(r"(?<![\w.])(\d+)(?:\.(\d+))?(?:\.\d+)*")
 
 

@@ -9,6 +9,9 @@ same_category       the rule categories agree (``query_unknown``: no rule matche
 lex_lesson          IDF-weighted share of the lesson's excerpt words found in the query
 lex_query           IDF-weighted share of the query's excerpt words found in the lesson
 lex_decisive        the same overlap between the two decisive lines (templates)
+lex_cross_lesson    the lesson's decisive-line words found anywhere in the query's excerpt
+lex_cross_query     the query's decisive-line words found anywhere in the lesson's excerpt
+                    (two instances of one failure whose decisive lines were chosen apart)
 emb_decisive        cosine of the decisive lines' embeddings (MiniLM)
 emb_excerpt         cosine of the excerpts' embeddings
 fix_agree           fix-deciding tokens (sonames, versions, modules...) the two share
@@ -50,8 +53,8 @@ from hpcmem.kb.signatures import FailureSignature, excerpt_template, words
 
 MODEL_PATH = os.path.join(os.path.dirname(__file__), "rules", "recall_model.json")
 FULL_FEATURES = ("exact", "same_category", "query_unknown", "lex_lesson", "lex_query", "lex_decisive",
-                 "emb_decisive", "emb_excerpt", "fix_agree", "conflict_matters", "conflict_version", "conflict_name", "version_gap",
-                 "margin")
+                 "lex_cross_lesson", "lex_cross_query", "emb_decisive", "emb_excerpt", "fix_agree",
+                 "conflict_matters", "conflict_version", "conflict_name", "version_gap", "margin")
 # What "similarity" means for the margin and for choosing among a lesson's variants.
 _SIMILARITY = ("exact", "lex_lesson", "lex_decisive", "emb_decisive", "emb_excerpt")
 LEXICAL_FEATURES = tuple(f for f in FULL_FEATURES if not f.startswith("emb_"))
@@ -173,6 +176,8 @@ def features(probe: Probe, variant: Variant, fix: str, actions: list[dict[str, A
         "lex_lesson": _overlap(variant.excerpt_words, probe.excerpt_words, model),
         "lex_query": _overlap(probe.excerpt_words, variant.excerpt_words, model),
         "lex_decisive": _overlap(variant.decisive_words, probe.decisive_words, model),
+        "lex_cross_lesson": _overlap(variant.decisive_words, probe.excerpt_words, model),
+        "lex_cross_query": _overlap(probe.decisive_words, variant.excerpt_words, model),
         "fix_agree": float(min(comparison.agree, 2)),
         "conflict_matters": float(min(comparison.conflicts_that_matter, 2)),
         "conflict_other": float(min(comparison.conflicts_that_do_not, 2)),

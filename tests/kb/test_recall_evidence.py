@@ -100,6 +100,49 @@ def test_version_differences_are_graded_and_apart_from_other_names():
     assert other.name_conflicts >= 1 and other.version_gap == 0
 
 
+def test_a_qos_or_association_limit_is_compared_by_the_limit_it_names():
+    from hpcmem.kb.fixtokens import compare, fix_tokens
+
+    def tokens(instance_id):
+        return fix_tokens(fingerprint(corpus_text(instance_id)).template)
+
+    assoc, qos = tokens("slurm-0049"), tokens("slurm-0050")  # AssocMaxSubmitJobLimit, QOSMax...PerUserLimit
+    grp_gres = tokens("slurm-0048")  # QOSGrpGRES
+    assert [t.name for t in assoc] == [t.name for t in qos] == ["maxsubmitjob"]
+    same = compare(qos, assoc, "submit a job array instead of many jobs")
+    assert same.agree == 1 and not same.differences
+    # another limit is another failure whatever the fix says: at most related
+    assert compare(grp_gres, assoc, "submit a job array instead of many jobs").conflicts_that_matter == 1
+
+
+def test_a_qos_minimum_is_a_qos_limit_too():
+    sig = fingerprint(corpus_text("slurm-0047"))  # sbatch: error: QOSMinNode
+    assert sig.category == "qos_limit_exceeded"
+    assert sig.template == "QOS or association limit: QOSMinNode"
+
+
+def test_open_mpi_openib_warnings_share_a_category_and_yield_to_an_aborting_rank():
+    for instance_id in ("mpi-0026", "mpi-0030", "mpi-0031"):  # three wordings of Open MPI's openib BTL
+        assert fingerprint(corpus_text(instance_id)).category == "mpi_transport_warning"
+    # a warning decides only when nothing more specific is in the output
+    text = corpus_text("mpi-0031") + "\nTraceback (most recent call last):\nValueError: bad input deck\n"
+    assert fingerprint(text).category == "python_exception"
+
+
+def test_decisive_lines_chosen_apart_still_overlap_with_the_other_excerpt():
+    from hpcmem.kb.scoring import Probe, Variant, features, load_model
+    from hpcmem.kb.signatures import excerpt_template
+
+    lesson_text, query_text = corpus_text("mpi-0026"), corpus_text("mpi-0030")
+    lesson_sig, query_sig = fingerprint(lesson_text), fingerprint(query_text)
+    assert lesson_sig.template != query_sig.template
+    variant = Variant(lesson_sig.fingerprint, lesson_sig.template, lesson_sig.category,
+                      excerpt_template(lesson_text))
+    x, _ = features(Probe.of(query_text, query_sig), variant, "", [], load_model(), with_vectors=False)
+    assert x["lex_decisive"] < x["lex_cross_lesson"]
+    assert 0 < x["lex_cross_query"] <= 1
+
+
 def test_a_wrapper_exception_yields_to_the_childs_exception():
     text = ("[rank1]: Traceback (most recent call last):\n"
             "[rank1]:   File \"train.py\", line 9, in <module>\n"
