@@ -177,7 +177,7 @@ def main() -> None:
                       for shape, r in results.items())
     lines += [f"Reading alone (`SacctReader` over the file in one process: split, merge steps, convert values; "
               f"one run) takes {parse}; the rest of one process's work is building and redacting rows, "
-              "fingerprinting failure messages and SQLite's inserts with their index updates. With workers, "
+              "fingerprinting failure messages (once per message shape: a sacct-implied message differs from the next of its kind only in job id and time, which normalization masks) and SQLite's inserts with their index updates. With workers, "
               "the writer unpickles the prepared rows and writes them; the workers do the rest.", ""]
     if args.learn:
         learn = ", ".join(f"{shape} {r['modes']['path']['ours']['learn_seconds']:.1f} s "
