@@ -42,6 +42,7 @@ __all__ = [
 UNKNOWN = "unknown"
 BUILTIN_RULES = os.path.join(os.path.dirname(__file__), "rules", "categories.toml")
 FINGERPRINT_CHARS = 16
+FINGERPRINT_VERSION = 2  # bump when decisive-line or masking logic changes in a way patterns don't show
 
 
 @dataclass(frozen=True)
@@ -311,6 +312,21 @@ _KEEP = (
     r"(?i)\butf-?(?:8|16|32)\b",
 )
 
+# A path inside a Python or conda environment (conda envs, site-packages, a venv, pyenv,
+# pip --user) masks to <ENV_PATH>, any other path to <PATH>: the same loader or import
+# message has another cause, and another fix, when the library comes from the user's
+# environment rather than from the system or a module tree (an old libstdc++ in a conda
+# env is fixed in the env, an old /usr/lib64 one by loading a newer gcc). A conda-bld
+# build tree names where a package was compiled, not where it runs: <PATH>.
+_ENV_DIR = (
+    r"(?i)(?:^|/)(?:envs|site-packages|dist-packages|\.pyenv|\.local/(?:lib/python[\d.]*|bin)|"
+    r"[\w.+-]*(?:conda|venv|virtualenv|mamba|miniforge)[\w.+-]*|[\w.+-]+[-_]envs?)/"
+)
+_BUILD_TREE = r"(?i)\bconda-bld/"
+ENV_PATH = "<ENV_PATH>"
+# Pieces of one path around a kept token: "<PATH>/" + python3.10 + "<ENV_PATH>/..."
+_PATH_CHAIN = r"<(?:ENV_)?PATH>(?:/?[\U000F0000-\U000FFFFD]+<(?:ENV_)?PATH>)+/?"
+
 _URL = r"\b[A-Za-z][\w+.-]*://[^\s'\"<>()\[\]\U000F0000-\U000FFFFD]*"
 # Absolute and ~/./.. paths. A protected basename (a soname or header) stops the match,
 # so "/opt/x/lib/libstdc++.so.6" becomes "<PATH>/libstdc++.so.6".
@@ -464,6 +480,9 @@ class _Compiled:
         self.keep = [(re.compile(p), *_NEEDLES.get(p, _NO_NEEDLES)) for p in _KEEP]
         self.url = re.compile(_URL)
         self.path = re.compile(_PATH)
+        self.env_dir = re.compile(_ENV_DIR)
+        self.build_tree = re.compile(_BUILD_TREE)
+        self.path_chain = re.compile(_PATH_CHAIN)
         self.substitutions = [
             (re.compile(entry[0]), entry[1], *_NEEDLES.get(entry[0], _NO_NEEDLES))
             for entry in _CONTEXT + _GENERIC
@@ -530,7 +549,12 @@ def _mask(text: str, rule: Rule | None) -> str:
     if not _PREFILTER or "://" in text:
         text = c.url.sub(lambda m: protected.hide("<URL>"), text)
     if not _PREFILTER or "/" in text:
-        text = c.path.sub(lambda m: "<PATH>/" if m.group(0).endswith("/") else "<PATH>", text)
+        text = c.path.sub(lambda m: _path_placeholder(c, m.group(0)), text)
+        if ENV_PATH in text:
+            # a kept token inside a path (python3.10 in .../lib/python3.10/site-packages/...)
+            # splits it in pieces: the whole path has one kind
+            text = c.path_chain.sub(lambda m: m.group(0).replace("<PATH>", ENV_PATH)
+                                    if ENV_PATH in m.group(0) else m.group(0), text)
     for regex, replacement, needles, folded in c.substitutions:
         if _absent(needles, folded, text, ascii_input):
             continue
@@ -544,6 +568,18 @@ def _mask(text: str, rule: Rule | None) -> str:
 
 
 _PREFILTER = True  # tests compare the masker with and without the needle tests
+
+
+def path_kind(c: "_Compiled", path: str) -> str:
+    """``<ENV_PATH>`` for a path inside a Python/conda environment, else ``<PATH>``."""
+    if c.env_dir.search(path) and not c.build_tree.search(path):
+        return ENV_PATH
+    return "<PATH>"
+
+
+def _path_placeholder(c: "_Compiled", path: str) -> str:
+    kind = path_kind(c, path if path.endswith("/") else path + "/")
+    return kind + "/" if path.endswith("/") else kind
 
 
 def _absent(needles: tuple[str, ...], folded: bool, text: str, ascii_input: bool) -> bool:
@@ -723,6 +759,10 @@ def _template_source(text: str, rule: Rule | None, match: re.Match[str] | None, 
     line is used, with the next line when it ends in ":" (Lmod wraps the value onto it)."""
     if rule is not None and rule.template is not None and match is not None:
         groups = {k: v for k, v in match.groupdict().items() if v}
+        if "dir" in groups:
+            # {dir} keeps only the kind of the directory: an environment's, or nothing (a
+            # system or module directory, or none printed: one failure either way).
+            groups["dir"] = ENV_PATH + "/" if path_kind(_patterns(), groups["dir"]) == ENV_PATH else ""
         deciding = {name for regex in rule.keep for name in regex.groupindex}
         needed = set(re.findall(r"\{(\w+)\}", rule.template)) & deciding
         if needed <= set(groups):
@@ -815,10 +855,11 @@ def excerpt_template(text: str) -> str:
     return "\n".join(_mask(line, None) for line in lines[-EXCERPT_LINES:])
 
 
-_WORDS = re.compile(r"<[A-Z]+>|[A-Za-z_][A-Za-z0-9_]*(?:[.+-][A-Za-z0-9_]+)*|\d+(?:\.\d+)*")
+_WORDS = re.compile(r"<[A-Z_]+>|[A-Za-z_][A-Za-z0-9_]*(?:[.+-][A-Za-z0-9_]+)*|\d+(?:\.\d+)*")
 
 
 def words(template: str) -> list[str]:
     """The words of a template, lower-cased, without placeholders: the one tokenizer that
-    lexical matching (recall, benchmarks) uses."""
-    return [w.lower() for w in _WORDS.findall(template) if not w.startswith("<")]
+    lexical matching (recall, benchmarks) uses. ``<ENV_PATH>`` counts, as ``env_path``: the
+    kind of a path (inside a conda env, venv or site-packages) tells causes apart."""
+    return [w.lower().strip("<>") for w in _WORDS.findall(template) if not w.startswith("<") or w == ENV_PATH]

@@ -654,7 +654,8 @@ def test_exception_class_with_module_path_is_kept():
 
 def test_shared_library_basename_survives_path_masking():
     sig = fingerprint("app: /home/alice/miniconda3/lib/libstdc++.so.6: version `GLIBCXX_3.4.32' not found (required by app)")
-    assert sig.template == "libstdc++.so.6: version `GLIBCXX_3.4.32' not found"
+    # the directory's kind stays: the library comes from a conda installation
+    assert sig.template == "<ENV_PATH>/libstdc++.so.6: version `GLIBCXX_3.4.32' not found"
     assert sig.category == "symbol_version_not_found"
 
 
@@ -994,3 +995,63 @@ def test_needle_prefilter_never_changes_a_template(monkeypatch):
     monkeypatch.setattr(signatures, "_PREFILTER", False)
     signatures._MASKED_TEMPLATES.clear()
     assert [(fingerprint(t), signatures._mask(t, None)) for t in texts] == shortcut
+
+
+# Path kinds. Lines copied from calibration texts of data/corpus (loader-0006, -0024, -0025,
+# -0026, -0010; cuda-0011, mpi-0050): the same loader message has another cause when the
+# library lies inside a conda env / venv / site-packages than in a system or module tree.
+@pytest.mark.parametrize(
+    "line, kind",
+    [
+        ("/home/kevin/anaconda3/envs/pixSfM/lib/libstdc++.so.6", "<ENV_PATH>/"),
+        ("/usr/local/miniconda3/envs/ktransformers/bin/../lib/libstdc++.so.6", "<ENV_PATH>/"),
+        ("/opt/conda/lib/python3.7/site-packages/torch/distributed/launch.py", "<ENV_PATH>/"),
+        ("/home/ubuntu/.local/lib/python3.12/site-packages/transformers/trainer.py", "<ENV_PATH>/"),
+        ("/home/u/proj/.venv/lib/python3.11/site-packages/numpy/core/x.py", "<ENV_PATH>/"),
+        ("/lib/x86_64-linux-gnu/libstdc++.so.6", "<PATH>/"),
+        ("/lib64/libstdc++.so.6", "<PATH>/"),
+        ("/soft/packaging/spack-builds/gcc-10.2.0/gcc-10.2.0-yudlyezca7twgd5o3wkkraur7wdbngdn/lib64/libstdc++.so.6",
+         "<PATH>/"),
+        ("/apps/gcc/12.2.0/lib64/libstdc++.so.6", "<PATH>/"),
+        ("/usr/bin/env", "<PATH>"),
+        # a conda-bld build tree says where torch was compiled, not where it runs
+        ("/opt/conda/conda-bld/pytorch_1524586445097/work/aten/src/THC/THCGeneral.cpp", "<PATH>"),
+    ],
+)
+def test_paths_keep_their_kind(line, kind):
+    template = normalize(f"reading {line} failed")
+    assert template.startswith(f"reading {kind}")
+    assert kind.startswith("<ENV_PATH>") == ("<ENV_PATH>" in template)
+
+
+def test_a_path_split_by_a_kept_token_has_one_kind():
+    # cuda-0011: python3.10 is kept, the path around it is one environment path
+    line = "/usr/local/lib/python3.10/dist-packages/torch/cuda/__init__.py:124: UserWarning: CUDA initialization"
+    assert normalize(line).startswith("<ENV_PATH>/python3.10<ENV_PATH>:<NUM>: UserWarning")
+    assert normalize("/usr/lib/python3.10/subprocess.py:12: error").startswith("<PATH>/python3.10<PATH>:")
+
+
+def test_loader_symbol_version_template_keeps_only_an_environment_directory():
+    conda = ("ImportError: /home/kevin/anaconda3/envs/pixSfM/lib/libstdc++.so.6: version `GLIBCXX_3.4.29' not found "
+             "(required by /home/kevin/pixel-perfect-sfm/pixsfm/_pixsfm.cpython-38-x86_64-linux-gnu.so)")
+    system = ("../build/cppsafe: /lib/x86_64-linux-gnu/libstdc++.so.6: version `GLIBCXX_3.4.29' not found "
+              "(required by ../build/cppsafe)")
+    bare = "version `GLIBCXX_3.4.29' not found: libstdc++.so.6: version `GLIBCXX_3.4.29' not found"
+    env_sig, sys_sig = fingerprint(conda), fingerprint(system)
+    assert env_sig.category == sys_sig.category == "symbol_version_not_found"
+    assert env_sig.template == "<ENV_PATH>/libstdc++.so.6: version `GLIBCXX_3.4.29' not found"
+    assert sys_sig.template == "libstdc++.so.6: version `GLIBCXX_3.4.29' not found"
+    assert env_sig.fingerprint != sys_sig.fingerprint
+    # a system directory and no directory at all are one failure
+    assert fingerprint(bare).template == sys_sig.template
+    # the "required by" path does not decide (loader-0008: a system libstdc++ under a conda env)
+    mixed = ("ImportError: /usr/lib/x86_64-linux-gnu/libstdc++.so.6: version `GLIBCXX_3.4.29' not found (required by "
+             "/opt/conda/envs/py38/lib/python3.8/site-packages/scipy/spatial/_ckdtree.cpython-38-x86_64-linux-gnu.so)")
+    assert fingerprint(mixed).fingerprint == sys_sig.fingerprint
+
+
+def test_environment_paths_count_as_a_word():
+    from hpcmem.kb.signatures import words
+
+    assert "env_path" in words("ImportError: <ENV_PATH>/libstdc++.so.6: version")
+    assert not {"path", "<path>"} & set(words("ImportError: <PATH>/libstdc++.so.6: version"))
