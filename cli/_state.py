@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -33,7 +34,11 @@ class State:
         if self._config is None:
             from hpcmem.kb.config import load_config
 
+            from hpcmem.kb.rules_digest import use_site_rules
+
             self._config = load_config(cli_overrides=self.cli_overrides(), config_file=self.config_file)
+            rules_file = str(self._config.get("signatures.rules_file") or "").strip()
+            use_site_rules(os.path.expanduser(rules_file) if rules_file else None)
         return self._config
 
     @property

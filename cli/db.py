@@ -1,4 +1,5 @@
-"""`hpcmem db upgrade | downgrade | current | history`: schema migrations of one store."""
+"""`hpcmem db upgrade | downgrade | current | history | refingerprint`: schema migrations of one
+store, and its fingerprints brought in line with the failure rules in effect."""
 
 from __future__ import annotations
 
@@ -24,6 +25,62 @@ def db_upgrade(
     if revision != "head":
         store.upgrade(revision)
     typer.echo(f"{store.name}: {before or 'empty'} -> {store.revision()}", err=True)
+    if revision == "head" and before is not None:
+        # The admin's step after installing a release: fingerprints follow the new rules.
+        _refingerprint_if_stale(store, scope)
+
+
+def _refingerprint_if_stale(store, scope: str) -> None:  # noqa: ANN001 - a hpcmem.kb.store.Store
+    import getpass
+
+    from hpcmem.kb.refingerprint import refingerprint
+    from hpcmem.kb.rules_digest import DIGEST_KEY, current_digest
+
+    STATE.config  # the site's rules file (signatures.rules_file) is part of the rules
+    from sqlalchemy import text
+
+    with store.engine.connect() as conn:
+        stored = conn.execute(text("SELECT value FROM store_meta WHERE key = :k"), {"k": DIGEST_KEY}).scalar()
+    if stored == current_digest():
+        typer.echo(f"{store.name}: fingerprints follow the current failure rules", err=True)
+        return
+    typer.echo(f"{store.name}: the failure rules changed since its fingerprints were computed; "
+               "running `hpcmem db refingerprint`", err=True)
+    report = refingerprint(store, actor=getpass.getuser())
+    typer.echo(report.summary(), err=True)
+    if report.changed:
+        from hpcmem.cli.lessons import embed_in_shared
+
+        embed_in_shared(scope)
+
+
+@app.command("refingerprint")
+def db_refingerprint(
+    scope: str = typer.Option("user", "--scope", help=SCOPE_HELP),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Report what would change; write nothing."),
+    json_: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Recompute a store's fingerprints under the failure rules in effect.
+
+    Needed after a release or an edit of the site's rules file (signatures.rules_file)
+    changed the rules: until then exact matches in recall can be missed. `db upgrade`
+    runs it when needed. One transaction; a second run changes nothing.
+    """
+    import getpass
+
+    from hpcmem.kb.refingerprint import refingerprint
+
+    STATE.config  # the site's rules file is part of the rules
+    store = STATE.stack.by_scope(scope)
+    report = refingerprint(store, dry_run=dry_run, actor=getpass.getuser())
+    if report.changed and not dry_run:
+        from hpcmem.cli.lessons import embed_in_shared
+
+        embed_in_shared(scope)
+    if json_:
+        emit_json(report.as_dict())
+    else:
+        stdout.print(report.summary(), highlight=False)
 
 
 @app.command("downgrade")

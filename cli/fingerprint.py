@@ -17,10 +17,20 @@ def fingerprint(
     from hpcmem.kb.signatures import fingerprint as fingerprint_of
     from hpcmem.kb.signatures import signature_of_block
 
+    rules = _rules()
     data = sys.stdin.buffer.read().decode("utf-8", errors="replace")
     messages = [data] if block else [line for line in data.splitlines() if line.strip()]
     for message in messages:
         message = redact_text(message)  # a secret must not reach the template we print
-        sig = signature_of_block(message) if block else fingerprint_of(message)
+        sig = signature_of_block(message, rules) if block else fingerprint_of(message, rules)
         emit_jsonl({"fingerprint": sig.fingerprint, "template": sig.template, "category": sig.category})
     sys.stdout.flush()
+
+
+def _rules():
+    """The built-in rules plus the site's (config key signatures.rules_file)."""
+    from hpcmem.cli._state import STATE
+    from hpcmem.kb.rules_digest import active_rules
+
+    STATE.config  # reads signatures.rules_file
+    return active_rules()

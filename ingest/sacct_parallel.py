@@ -41,6 +41,7 @@ from typing import Any, Callable, Iterator, Sequence
 from hpcmem.ingest.sacct import ParseIssue, SacctReader
 from hpcmem.ingest.sacct_ingest import MAX_REPORTED_ISSUES, IngestSummary, failure_row, job_row
 from hpcmem.kb.recorder import Recorder, RecordStats, RowPreparer
+from hpcmem.kb.rules_digest import site_rules_path, use_site_rules
 from hpcmem.kb.store import Store
 
 # Files smaller than this are read in one process: starting workers costs ~0.3 s.
@@ -198,6 +199,7 @@ def _worker(spec: dict[str, Any]) -> None:
     except (ImportError, OSError):
         pass
     gc.disable()  # see ingest_sacct_parallel
+    use_site_rules(spec.get("site_rules"))  # fingerprint as the writer would
     try:
         for message in prepare_parts(spec, range(spec["worker"], len(spec["parts"]), spec["workers"])):
             pickle.dump(message, out, protocol=pickle.HIGHEST_PROTOCOL)
@@ -236,7 +238,7 @@ def ingest_sacct_parallel(
     workers = max(1, min(workers, len(parts)))
     spec = {"path": os.fspath(path), "parts": parts, "prefix": prefix, "fields": fields, "tz": tz,
             "delimiter": delimiter, "cluster": cluster, "dialect": store.dialect, "workers": workers,
-            "sys_path": list(sys.path)}
+            "sys_path": list(sys.path), "site_rules": site_rules_path()}
     recorder = Recorder(store, batch_size=batch_size)
     procs: list[tuple[subprocess.Popen, Any]] = []
     # Unpickling a part makes ~10^5 containers at once; the cyclic collector would walk

@@ -46,6 +46,7 @@ SCHEMA: dict[str, Any] = {
     "epilog": {"budget_seconds": float},
     "recall": {"abstain_below": float, "drain_budget_seconds": float, "connect_timeout_seconds": float},
     "revalidate": {"unconfirmed_days": int},
+    "signatures": {"rules_file": str},
 }
 
 # HPCMEM_* environment variables and the config key each sets.
@@ -60,6 +61,7 @@ ENV_KEYS: dict[str, tuple[str, ...]] = {
     "HPCMEM_SPOOL": ("spool", "dir"),
     "HPCMEM_SPOOL_GROUP": ("spool", "group"),
     "HPCMEM_EPILOG_BUDGET": ("epilog", "budget_seconds"),
+    "HPCMEM_RULES_FILE": ("signatures", "rules_file"),
 }
 # HPCMEM_LAB_STORES="name=url,name2=url2" adds lab stores (a list does not fit one key).
 LAB_STORES_ENV = "HPCMEM_LAB_STORES"
@@ -102,6 +104,8 @@ def builtin_defaults(dirs: Dirs, environ: dict[str, str] | None = None) -> dict[
         # a lab or cluster server that is down costs recall at most this, once (libpq's minimum is 2 s)
         "recall": {"abstain_below": 0.75, "drain_budget_seconds": 0.2, "connect_timeout_seconds": 2.0},
         "revalidate": {"unconfirmed_days": 180},
+        # a site's own failure rules (categories.toml's layout), used besides the built-in ones
+        "signatures": {"rules_file": ""},
     }
 
 

@@ -31,6 +31,7 @@ from hpcmem.kb.errors import InputError, NotFound
 from hpcmem.kb.reader import StoreReader
 from hpcmem.kb.redact import redact_text
 from hpcmem.kb.scoring import Evidence, Probe, Variant, describe, judge, load_model
+from hpcmem.kb.rules_digest import active_rules, warn_if_stale
 from hpcmem.kb.signatures import CONTENTLESS, FailureSignature, fingerprint, has_content, words
 from hpcmem.kb.trust import trust_level
 
@@ -166,6 +167,7 @@ class Recaller:
             else:
                 self.readers.append(got)
                 self.store_status.append({"name": store.name, "scope": store.scope, "reachable": True})
+        warn_if_stale(self.readers)  # stderr only: recall's JSON stays as it is
 
     def close(self) -> None:
         for reader in self.readers:
@@ -205,7 +207,7 @@ class Recaller:
         text = redact_text(text)
         if not has_content(text):
             raise InputError(CONTENTLESS)
-        sig = fingerprint(text)
+        sig = fingerprint(text, active_rules())
         probe = Probe.of(text, sig)
         candidates, stages = self.candidates(probe, query)
         ranked = self._rank(candidates, query)

@@ -35,7 +35,8 @@ from sqlalchemy.dialects import postgresql, sqlite
 from hpcmem.kb.models import JobRecord, Occurrence, Signature, StoreMeta
 from hpcmem.kb.redact import redact
 from hpcmem.kb.signatures import FailureSignature as SignatureKey
-from hpcmem.kb.signatures import signature_of_block
+from hpcmem.kb.rules_digest import site_rules_path
+from hpcmem.kb.signatures import load_rules, signature_of_block
 from hpcmem.kb.sqlwrite import json_binder, time_binder
 from hpcmem.kb.store import Store
 from hpcmem.kb.types import UTCDateTime, utcnow
@@ -57,10 +58,14 @@ _SHAPES_KEPT = 65536
 CHUNK = 900
 
 
-@lru_cache(maxsize=65536)
 def _signature(message: str) -> SignatureKey:
+    return _signature_under(message, site_rules_path())
+
+
+@lru_cache(maxsize=65536)
+def _signature_under(message: str, site_rules: str | None) -> SignatureKey:
     # Failure messages repeat heavily across jobs; fingerprinting each once is enough.
-    return signature_of_block(message)
+    return signature_of_block(message, load_rules(site_rules))
 
 
 @lru_cache(maxsize=65536)

@@ -290,9 +290,13 @@ class Store:
 
         with self._migration_lock():
             with self.engine.begin() as conn:
-                if revision == "head" and migrate.current(conn) == SCHEMA_HEAD:
+                before = migrate.current(conn)
+                if revision == "head" and before == SCHEMA_HEAD:
                     return
                 migrate.upgrade(conn, revision)
+                if before is None and revision == "head":
+                    # A new store: its fingerprints will all be computed under these rules.
+                    write_rules_digest(conn)
 
     def downgrade(self, revision: str) -> None:
         from hpcmem.kb import migrate
@@ -368,3 +372,16 @@ def check_private(path: Path) -> None:
                 f"user store {target} is accessible to other users (mode {stat.S_IMODE(mode):04o})",
                 hint=f"run: chmod {'700' if target.is_dir() else '600'} {target}",
             )
+
+
+def write_rules_digest(conn, digest: str | None = None) -> None:
+    """Record in store_meta the digest of the fingerprint rules the store's fingerprints
+    follow (``kb/rules_digest.py``), inside the caller's transaction (a Connection)."""
+    from sqlalchemy import text
+
+    from hpcmem.kb.rules_digest import DIGEST_KEY, current_digest
+
+    conn.execute(
+        text("INSERT INTO store_meta (key, value) VALUES (:k, :v) ON CONFLICT (key) DO UPDATE SET value = :v"),
+        {"k": DIGEST_KEY, "v": digest or current_digest()},
+    )
