@@ -12,6 +12,9 @@ lex_decisive        the same overlap between the two decisive lines (templates)
 lex_cross_lesson    the lesson's decisive-line words found anywhere in the query's excerpt
 lex_cross_query     the query's decisive-line words found anywhere in the lesson's excerpt
                     (two instances of one failure whose decisive lines were chosen apart)
+lex_fix             IDF weight of the query's excerpt words that the lesson's fix or actions
+                    name, beyond the decisive words the two share (/10, capped at 1): the
+                    fix's own vocabulary (OPENBLAS_CORETYPE, --gres, -Xmx) in the query
 emb_decisive        cosine of the decisive lines' embeddings (MiniLM)
 emb_excerpt         cosine of the excerpts' embeddings
 fix_agree           fix-deciding tokens (sonames, versions, modules...) the two share
@@ -53,7 +56,7 @@ from hpcmem.kb.signatures import FailureSignature, excerpt_template, words
 
 MODEL_PATH = os.path.join(os.path.dirname(__file__), "rules", "recall_model.json")
 FULL_FEATURES = ("exact", "same_category", "query_unknown", "lex_lesson", "lex_query", "lex_decisive",
-                 "lex_cross_lesson", "lex_cross_query", "emb_decisive", "emb_excerpt", "fix_agree",
+                 "lex_cross_lesson", "lex_cross_query", "lex_fix", "emb_decisive", "emb_excerpt", "fix_agree",
                  "conflict_matters", "conflict_version", "conflict_name", "version_gap", "margin")
 # What "similarity" means for the margin and for choosing among a lesson's variants.
 _SIMILARITY = ("exact", "lex_lesson", "lex_decisive", "emb_decisive", "emb_excerpt")
@@ -185,10 +188,19 @@ def features(probe: Probe, variant: Variant, fix: str, actions: list[dict[str, A
         "conflict_name": float(min(comparison.name_conflicts, 2)),
         "version_gap": min(comparison.version_gap, 3.0),
     }
+    # query words the lesson's fix (and actions) names, beyond the decisive line both share:
+    # the fix's own vocabulary (OPENBLAS_CORETYPE, --gres, -Xmx) showing up in the query
+    shared_fix = (probe.excerpt_words & _fix_words(fix_text(fix, actions))) - variant.decisive_words
+    x["lex_fix"] = min(1.0, sum(model.weight(w) for w in shared_fix) / 10.0)
     if with_vectors:
         x["emb_decisive"] = _cosine(probe.vectors["decisive"], variant.vectors["decisive"])
         x["emb_excerpt"] = _cosine(probe.vectors["excerpt"], variant.vectors["excerpt"])
     return x, comparison
+
+
+@lru_cache(maxsize=1024)
+def _fix_words(text: str) -> frozenset[str]:
+    return frozenset(words(text))
 
 
 def similarity(x: dict[str, float]) -> float:
