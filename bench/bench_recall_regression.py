@@ -7,7 +7,10 @@ costs more to import), so a regression is measured as a ratio: the same venv run
 trees, alternating, each against a store of its own schema holding one lesson, and each
 process recalls the text that lesson was recorded from (an exact known failure: no model,
 no index). The baseline tree is checked out with `git worktree` into a temporary directory
-and put first on PYTHONPATH, so `hpcmem` imports it instead of this tree.
+and put first on PYTHONPATH, so `hpcmem` imports it instead of this tree. Each tree runs
+through its own console-script target (its pyproject's ``[project.scripts] hpcmem``, as
+``python -c``), because the installed ``hpcmem`` script names this tree's entry point,
+which an older tree may not have.
 """
 
 from __future__ import annotations
@@ -19,31 +22,39 @@ import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-HPCMEM = str(Path(sys.executable).with_name("hpcmem"))
 SECTION = "## Known-template recall against an earlier commit"
 OOM = ("slurmstepd: error: Detected 1 oom-kill event(s) in StepId=52004.batch. Some of your processes may have "
        "been killed by the cgroup out-of-memory handler.")
 
 
-def prepared_env(home: Path, pythonpath: str | None) -> dict[str, str]:
+def entry_command(tree: Path) -> list[str]:
+    """``python -c`` running the tree's ``hpcmem`` console-script target, as the script would."""
+    with open(tree / "pyproject.toml", "rb") as fh:
+        target = tomllib.load(fh)["project"]["scripts"]["hpcmem"]
+    module, function = target.split(":")
+    return [sys.executable, "-c", f"import sys; sys.argv[0] = 'hpcmem'; from {module} import {function}; sys.exit({function}())"]
+
+
+def prepared_env(home: Path, pythonpath: str | None, hpcmem: list[str]) -> dict[str, str]:
     env = {**os.environ, "HPCMEM_HOME": str(home), "HPCMEM_DISABLE_LOCAL_CONFIG": "1"}
     env.pop("PYTHONPATH", None)
     if pythonpath:
         env["PYTHONPATH"] = pythonpath
     home.mkdir(parents=True, exist_ok=True)
-    subprocess.run([HPCMEM, "record", "--error", OOM, "--cause", "the step ran out of memory",
+    subprocess.run([*hpcmem, "record", "--error", OOM, "--cause", "the step ran out of memory",
                     "--fix", "request more memory"], env=env, check=True, capture_output=True)
     for _ in range(2):  # warm: bytecode, page cache
-        subprocess.run([HPCMEM, "recall", "--json", OOM], env=env, capture_output=True)
+        subprocess.run([*hpcmem, "recall", "--json", OOM], env=env, capture_output=True)
     return env
 
 
-def timed(env: dict[str, str]) -> float:
+def timed(env: dict[str, str], hpcmem: list[str]) -> float:
     started = time.perf_counter()
-    proc = subprocess.run([HPCMEM, "recall", "--json", OOM], env=env, capture_output=True, text=True)
+    proc = subprocess.run([*hpcmem, "recall", "--json", OOM], env=env, capture_output=True, text=True)
     elapsed = time.perf_counter() - started
     if proc.returncode != 0:
         raise SystemExit(f"recall failed ({proc.returncode}): {proc.stderr.strip()[-300:]}")
@@ -66,18 +77,21 @@ def main() -> None:
             (work / "pkg").mkdir()
             (work / "pkg" / "hpcmem").symlink_to(tree)  # the repository root is the hpcmem package
             subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree)], check=True, capture_output=True)
-            envs = {f"baseline {revision}": prepared_env(work / "home-baseline", str(work / "pkg")),
-                    "this tree": prepared_env(work / "home-this", None)}
+            commands = {f"baseline {revision}": entry_command(tree), "this tree": entry_command(REPO)}
+            envs = {f"baseline {revision}": prepared_env(work / "home-baseline", str(work / "pkg"),
+                                                         commands[f"baseline {revision}"]),
+                    "this tree": prepared_env(work / "home-this", None, commands["this tree"])}
             times = {name: [] for name in envs}
             for _ in range(args.runs):
                 for name, env in envs.items():
-                    times[name].append(timed(env))
+                    times[name].append(timed(env, commands[name]))
         finally:
             subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(tree)], check=True)
     base, this = (statistics.median(v) for v in times.values())
     lines = [SECTION, "",
              f"`.venv/bin/python bench/bench_recall_regression.py --baseline {revision} --runs {args.runs}`: the same",
-             "venv runs both trees, alternating; each process recalls the text its one lesson was recorded from.", "",
+             "venv runs both trees, alternating, each through its own console-script target (`python -c`); each",
+             "process recalls the text its one lesson was recorded from.", "",
              "| tree | p50 | p90 |", "|---|---:|---:|"]
     for name, values in times.items():
         ordered = sorted(values)
