@@ -33,8 +33,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from hpcmem.kb.errors import StoreError
+from hpcmem.kb.sqlwrite import SqlWriter
 
-OCCURRENCE_BATCH = 5000
 ID_CHUNK = 500
 ALIAS_SOURCE = "refingerprint"
 
@@ -81,52 +81,6 @@ class RefingerprintReport:
         return text
 
 
-class _Db:
-    """The few statements this needs, on a DB-API connection of either dialect."""
-
-    def __init__(self, conn: Any, dialect: str) -> None:
-        self.conn, self.dialect = conn, dialect
-
-    def sql(self, sql: str) -> str:
-        return sql.replace("?", "%s") if self.dialect == "postgresql" else sql
-
-    def rows(self, sql: str, params: tuple = ()) -> list[tuple]:
-        cur = self.conn.cursor()
-        try:
-            cur.execute(self.sql(sql), params)
-            return cur.fetchall()
-        finally:
-            cur.close()
-
-    def run(self, sql: str, params: tuple = ()) -> None:
-        cur = self.conn.cursor()
-        try:
-            cur.execute(self.sql(sql), params)
-        finally:
-            cur.close()
-
-    def many(self, sql: str, params: list[tuple]) -> None:
-        if not params:
-            return
-        cur = self.conn.cursor()
-        try:
-            cur.executemany(self.sql(sql), params)
-        finally:
-            cur.close()
-
-    def stream(self, sql: str, size: int = OCCURRENCE_BATCH):
-        cur = self.conn.cursor()
-        try:
-            cur.execute(self.sql(sql))
-            while True:
-                batch = cur.fetchmany(size)
-                if not batch:
-                    return
-                yield from batch
-        finally:
-            cur.close()
-
-
 def _chunks(items: list, size: int = ID_CHUNK):
     for start in range(0, len(items), size):
         yield items[start:start + size]
@@ -146,16 +100,16 @@ def refingerprint(store: Any, *, dry_run: bool = False, actor: str = "hpcmem", r
     raw = store.engine.raw_connection()
     try:
         conn = raw.driver_connection
-        db = _Db(conn, store.dialect)
+        db = SqlWriter(conn, store.dialect)
         if store.dialect == "sqlite":
             conn.execute("BEGIN IMMEDIATE")  # the write lock first: recorders wait, nobody deadlocks
         else:
             # Recorders insert signatures and occurrences; readers go on reading.
-            db.run("LOCK TABLE signatures, occurrences, lessons, lesson_aliases IN SHARE ROW EXCLUSIVE MODE")
-        before = db.rows("SELECT value FROM store_meta WHERE key = ?", (DIGEST_KEY,))
+            db.execute("LOCK TABLE signatures, occurrences, lessons, lesson_aliases IN SHARE ROW EXCLUSIVE MODE")
+        before = db.query("SELECT value FROM store_meta WHERE key = ?", (DIGEST_KEY,))
         report = RefingerprintReport(store.name, dry_run, before[0][0] if before else None, digest)
         _Run(db, rules, report, actor).apply()
-        db.run("INSERT INTO store_meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = ?",
+        db.execute("INSERT INTO store_meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = ?",
                (DIGEST_KEY, digest, digest))
         report.seconds = round(time.perf_counter() - started, 3)
         if dry_run:
@@ -179,7 +133,7 @@ def _is_db_error(exc: Exception) -> bool:
 
 
 class _Run:
-    def __init__(self, db: _Db, rules, report: RefingerprintReport, actor: str) -> None:
+    def __init__(self, db: SqlWriter, rules, report: RefingerprintReport, actor: str) -> None:
         from hpcmem.kb.signatures import signature_of_block
 
         self.db, self.rules, self.report, self.actor = db, rules, report, actor
@@ -196,7 +150,7 @@ class _Run:
     def apply(self) -> None:
         db, report = self.db, self.report
         sigs = {sid: (fp, template, category) for sid, fp, template, category in
-                db.rows("SELECT id, fingerprint, template, category FROM signatures")}
+                db.query("SELECT id, fingerprint, template, category FROM signatures")}
         report.signatures = len(sigs)
         new_sigs: dict[str, tuple[str, str]] = {}  # fingerprint -> (template, category)
 
@@ -217,7 +171,7 @@ class _Run:
         report.occurrences_changed = sum(len(v) for v in occ_moves.values())
 
         # Lessons: from their excerpts.
-        lesson_rows = db.rows("SELECT id, fingerprint, signature_id, excerpt FROM lessons ORDER BY id")
+        lesson_rows = db.query("SELECT id, fingerprint, signature_id, excerpt FROM lessons ORDER BY id")
         report.lessons = len(lesson_rows)
         les_dest: dict[int | None, Counter] = defaultdict(Counter)
         lesson_final: dict[str, str] = {}  # lesson id -> its fingerprint after the run
@@ -272,7 +226,7 @@ class _Run:
         self._merge_counts(sigs, occ_dest, les_dest, occ_moves, target, merged, contributors)
         if merged:
             for chunk in _chunks(merged):
-                self.db.run(f"DELETE FROM signatures WHERE id IN ({', '.join('?' * len(chunk))})", tuple(chunk))
+                self.db.execute(f"DELETE FROM signatures WHERE id IN ({', '.join('?' * len(chunk))})", tuple(chunk))
         report.signatures_new = len(inserts)
         report.signatures_renamed = len(renames)
         report.signatures_merged = len(merged)
@@ -284,38 +238,38 @@ class _Run:
         db = self.db
         if renames:
             # Two steps, so a row may take a fingerprint another renamed row gives up.
-            db.many("UPDATE signatures SET fingerprint = ? WHERE id = ?",
+            db.executemany("UPDATE signatures SET fingerprint = ? WHERE id = ?",
                     [(f"~refingerprint:{sid}", sid) for sid in renames])
-            db.many("UPDATE signatures SET fingerprint = ?, template = ?, category = ?, embedding = NULL, "
+            db.executemany("UPDATE signatures SET fingerprint = ?, template = ?, category = ?, embedding = NULL, "
                     "embedding_model = NULL, embedding_hash = NULL WHERE id = ?",
                     [(fp, *new_sigs[fp], sid) for sid, fp in sorted(renames.items())])
         if inserts:
             from hpcmem.kb.sqlwrite import time_binder
 
             now = time_binder(db.dialect)(dt.datetime.now(dt.timezone.utc))
-            db.many("INSERT INTO signatures (fingerprint, category, template, first_seen, last_seen, count) "
+            db.executemany("INSERT INTO signatures (fingerprint, category, template, first_seen, last_seen, count) "
                     "VALUES (?, ?, ?, ?, ?, 0)",
                     [(fp, new_sigs[fp][1], new_sigs[fp][0], now, now) for fp in inserts])
             for chunk in _chunks(inserts):
-                for sid, fp in db.rows(f"SELECT id, fingerprint FROM signatures WHERE fingerprint IN "
+                for sid, fp in db.query(f"SELECT id, fingerprint FROM signatures WHERE fingerprint IN "
                                        f"({', '.join('?' * len(chunk))})", tuple(chunk)):
                     target[fp] = sid
 
     def _move_occurrences(self, occ_moves, target) -> None:
         for (_old, fp), ids in occ_moves.items():
             for chunk in _chunks(ids):
-                self.db.run(f"UPDATE occurrences SET signature_id = ? WHERE id IN ({', '.join('?' * len(chunk))})",
+                self.db.execute(f"UPDATE occurrences SET signature_id = ? WHERE id IN ({', '.join('?' * len(chunk))})",
                             (target[fp], *chunk))
 
     def _move_lessons(self, lesson_changes, target, sigs) -> None:
-        self.db.many("UPDATE lessons SET fingerprint = ?, signature_id = ? WHERE id = ?",
+        self.db.executemany("UPDATE lessons SET fingerprint = ?, signature_id = ? WHERE id = ?",
                      [(new, target[new], lid) for lid, _old, _sid, new in lesson_changes])
         self._audit([(lid, "refingerprint", {"fingerprint": old}, {"fingerprint": new})
                      for lid, old, _sid, new in lesson_changes if old != new])
 
     def _refit_aliases(self, lesson_final: dict[str, str], changed: dict[str, tuple[str, int | None]], sigs) -> None:
         db, report = self.db, self.report
-        rows = db.rows("SELECT id, lesson_id, fingerprint, template, category, excerpt FROM lesson_aliases ORDER BY id")
+        rows = db.query("SELECT id, lesson_id, fingerprint, template, category, excerpt FROM lesson_aliases ORDER BY id")
         report.aliases = len(rows)
         seen: dict[str, set[str]] = {lid: {fp} for lid, fp in lesson_final.items()}
         drop, update = [], []
@@ -333,11 +287,11 @@ class _Run:
             if values != (fp, template, category):
                 update.append((aid, lid, fp, values))
         for chunk in _chunks([a for a, _, _ in drop]):
-            db.run(f"DELETE FROM lesson_aliases WHERE id IN ({', '.join('?' * len(chunk))})", tuple(chunk))
+            db.execute(f"DELETE FROM lesson_aliases WHERE id IN ({', '.join('?' * len(chunk))})", tuple(chunk))
         if update:
-            db.many("UPDATE lesson_aliases SET fingerprint = ? WHERE id = ?",
+            db.executemany("UPDATE lesson_aliases SET fingerprint = ? WHERE id = ?",
                     [(f"~refingerprint:{aid}", aid) for aid, *_ in update])
-            db.many("UPDATE lesson_aliases SET fingerprint = ?, template = ?, category = ? WHERE id = ?",
+            db.executemany("UPDATE lesson_aliases SET fingerprint = ?, template = ?, category = ? WHERE id = ?",
                     [(*values, aid) for aid, _lid, _fp, values in update])
         # A changed lesson keeps its old fingerprint as an alias (see the module docstring).
         from hpcmem.kb.sqlwrite import time_binder
@@ -349,7 +303,7 @@ class _Run:
                 continue  # already known, or its template is not known
             seen[lid].add(old)
             kept.append((lid, old, sigs[sid][1], sigs[sid][2], ALIAS_SOURCE, self.actor, now))
-        db.many("INSERT INTO lesson_aliases (lesson_id, fingerprint, template, category, excerpt, source, actor, "
+        db.executemany("INSERT INTO lesson_aliases (lesson_id, fingerprint, template, category, excerpt, source, actor, "
                 "created_at) VALUES (?, ?, ?, ?, NULL, ?, ?, ?)", kept)
         report.aliases_dropped = len(drop)
         report.aliases_changed = len(update)
@@ -364,7 +318,7 @@ class _Run:
         beyond its occurrences (older data) goes with most of them. first/last seen:
         min/max over the row and the rows that gave it occurrences or lessons."""
         db = self.db
-        counts = dict(db.rows("SELECT id, count FROM signatures"))
+        counts = dict(db.query("SELECT id, count FROM signatures"))
         delta: Counter = Counter()
         for (old, fp), ids in occ_moves.items():
             delta[old] -= len(ids)
@@ -377,14 +331,14 @@ class _Run:
                 delta[target[primary]] += rest
         updates = [((counts.get(sid) or 0) + change, sid) for sid, change in delta.items()
                    if change and sid not in merged]
-        db.many("UPDATE signatures SET count = ? WHERE id = ?", updates)
+        db.executemany("UPDATE signatures SET count = ? WHERE id = ?", updates)
         for sid, sources in contributors.items():
             others = sorted(sources - {sid})
             if not others:
                 continue
             ids = (sid, *others)
             marks = ", ".join("?" * len(ids))
-            db.run(f"UPDATE signatures SET first_seen = (SELECT min(first_seen) FROM signatures WHERE id IN ({marks})), "
+            db.execute(f"UPDATE signatures SET first_seen = (SELECT min(first_seen) FROM signatures WHERE id IN ({marks})), "
                    f"last_seen = (SELECT max(last_seen) FROM signatures WHERE id IN ({marks})) WHERE id = ?",
                    (*ids, *ids, sid))
 
@@ -394,7 +348,7 @@ class _Run:
 
         cast = "CAST(CAST(store_meta.value AS INTEGER) + 1 AS TEXT)"
         for key in (GENERATION_KEY, REBUILD_GENERATION_KEY):
-            self.db.run(f"INSERT INTO store_meta (key, value) VALUES (?, '1') "
+            self.db.execute(f"INSERT INTO store_meta (key, value) VALUES (?, '1') "
                         f"ON CONFLICT (key) DO UPDATE SET value = {cast}", (key,))
 
     def _audit(self, entries: list[tuple[str, str, dict | None, dict | None]]) -> None:
@@ -403,7 +357,7 @@ class _Run:
         from hpcmem.kb.sqlwrite import json_binder, time_binder
 
         as_json, now = json_binder(self.db.dialect), time_binder(self.db.dialect)(dt.datetime.now(dt.timezone.utc))
-        self.db.many("INSERT INTO audit_log (at, actor, action, object_type, object_id, before, after, reason) "
+        self.db.executemany("INSERT INTO audit_log (at, actor, action, object_type, object_id, before, after, reason) "
                      "VALUES (?, ?, ?, 'lesson', ?, ?, ?, ?)",
                      [(now, self.actor, action, lid, as_json(before), as_json(after),
                        "fingerprint rules changed (hpcmem db refingerprint)") for lid, action, before, after in entries])

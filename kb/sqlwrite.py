@@ -93,6 +93,36 @@ class SqlWriter:
         finally:
             cur.close()
 
+    def execute(self, sql: str, params: tuple = ()) -> None:
+        cur = self.conn.cursor()
+        try:
+            cur.execute(self._sql(sql), tuple(self.value(p) for p in params))
+        finally:
+            cur.close()
+
+    def executemany(self, sql: str, rows: list[tuple]) -> None:
+        if not rows:
+            return
+        value = self.value
+        cur = self.conn.cursor()
+        try:
+            cur.executemany(self._sql(sql), [tuple(value(p) for p in row) for row in rows])
+        finally:
+            cur.close()
+
+    def stream(self, sql: str, size: int = 5000) -> Iterator[tuple]:
+        """The rows of ``sql``, fetched ``size`` at a time (a table too large to hold)."""
+        cur = self.conn.cursor()
+        try:
+            cur.execute(self._sql(sql))
+            while True:
+                batch = cur.fetchmany(size)
+                if not batch:
+                    return
+                yield from batch
+        finally:
+            cur.close()
+
 
 @contextmanager
 def write_transaction(store: Any) -> Iterator[SqlWriter]:  # store: hpcmem.kb.store.Store
