@@ -68,13 +68,14 @@ class Candidate:
     boosts: list[str] = field(default_factory=list)
     rank_score: float = 0.0
     variants: list[Variant] = field(default_factory=list)
+    cause_vector: Any = None
 
     def __post_init__(self) -> None:
         self.variants = self.variants or variants_of(self.lesson)
 
     def describe(self, probe: Probe, model, *, with_vectors: bool) -> Evidence:
         self.evidence = describe(probe, self.variants, self.lesson["fix"], self.lesson.get("actions") or [],
-                                 model, with_vectors=with_vectors)
+                                 model, with_vectors=with_vectors, cause_vector=self.cause_vector)
         return self.evidence
 
 
@@ -377,6 +378,10 @@ class Recaller:
             return False
         for v in variants:
             v.vectors = {"decisive": got[(v.template, v.category)], "excerpt": got[(v.excerpt, v.category)]}
+        # the lessons' causes (the full model's emb_cause): encoded once, cached like a query's vector
+        told = [c for c in pool if (c.lesson.get("cause") or "").strip()]
+        for c, vector in zip(told, self._vectors([(c.lesson["cause"], "") for c in told])):
+            c.cause_vector = vector
         return True
 
     def _model_id(self) -> str:

@@ -17,6 +17,8 @@ lex_fix             IDF weight of the query's excerpt words that the lesson's fi
                     fix's own vocabulary (OPENBLAS_CORETYPE, --gres, -Xmx) in the query
 emb_decisive        cosine of the decisive lines' embeddings (MiniLM)
 emb_excerpt         cosine of the excerpts' embeddings
+emb_cause           cosine of the query excerpt's embedding and the lesson's cause text's (the
+                    cause's vector is encoded once and cached in the user's store, like a query's)
 fix_agree           fix-deciding tokens (sonames, versions, modules...) the two share
 conflict_matters    such tokens that differ where the lesson's fix names them
 conflict_version    such a token with the lesson's name but another version, where the fix
@@ -26,6 +28,7 @@ conflict_name       such a token of the same kind with another name, where the f
 version_gap         how far apart such versions are: log(1 + the difference at the first
                     component that differs), capped at 3
 margin              how far this lesson's similarity is ahead of the best other candidate's
+emb_cause_margin    how far this lesson's ``emb_cause`` is ahead of the best other candidate's
 ==================  =====================================================================
 
 A logistic regression fitted on the calibration part of the real-world corpus
@@ -57,7 +60,8 @@ from hpcmem.kb.signatures import FailureSignature, excerpt_template, words
 MODEL_PATH = os.path.join(os.path.dirname(__file__), "rules", "recall_model.json")
 FULL_FEATURES = ("exact", "same_category", "query_unknown", "lex_lesson", "lex_query", "lex_decisive",
                  "lex_cross_lesson", "lex_cross_query", "lex_fix", "emb_decisive", "emb_excerpt", "fix_agree",
-                 "conflict_matters", "conflict_version", "conflict_name", "version_gap", "margin")
+                 "conflict_matters", "conflict_version", "conflict_name", "version_gap", "margin", "emb_cause",
+                 "emb_cause_margin")
 # What "similarity" means for the margin and for choosing among a lesson's variants.
 _SIMILARITY = ("exact", "lex_lesson", "lex_decisive", "emb_decisive", "emb_excerpt")
 LEXICAL_FEATURES = tuple(f for f in FULL_FEATURES if not f.startswith("emb_"))
@@ -169,7 +173,7 @@ def _cosine(a: Any, b: Any) -> float:
 
 
 def features(probe: Probe, variant: Variant, fix: str, actions: list[dict[str, Any]], model: RecallModel,
-             *, with_vectors: bool) -> tuple[dict[str, float], Comparison]:
+             *, with_vectors: bool, cause_vector: Any = None) -> tuple[dict[str, float], Comparison]:
     q = probe.signature
     comparison = compare(probe.tokens, fix_tokens(variant.template), fix_text(fix, actions))
     x = {
@@ -195,6 +199,8 @@ def features(probe: Probe, variant: Variant, fix: str, actions: list[dict[str, A
     if with_vectors:
         x["emb_decisive"] = _cosine(probe.vectors["decisive"], variant.vectors["decisive"])
         x["emb_excerpt"] = _cosine(probe.vectors["excerpt"], variant.vectors["excerpt"])
+        # what the lesson says the failure is, against what the query shows
+        x["emb_cause"] = _cosine(probe.vectors["excerpt"], cause_vector) if cause_vector is not None else 0.0
     return x, comparison
 
 
@@ -208,12 +214,13 @@ def similarity(x: dict[str, float]) -> float:
 
 
 def describe(probe: Probe, variants: list[Variant], fix: str, actions: list[dict[str, Any]],
-             model: RecallModel | None = None, *, with_vectors: bool) -> Evidence:
+             model: RecallModel | None = None, *, with_vectors: bool, cause_vector: Any = None) -> Evidence:
     """Features of the closest of a lesson's variants (its signature and its aliases)."""
     model = model or load_model()
     best: Evidence | None = None
     for variant in variants:
-        x, comparison = features(probe, variant, fix, actions, model, with_vectors=with_vectors)
+        x, comparison = features(probe, variant, fix, actions, model, with_vectors=with_vectors,
+                                 cause_vector=cause_vector)
         if best is None or similarity(x) > similarity(best.features):
             best = Evidence(x, 0.0, None, comparison, variant)
     assert best is not None
@@ -230,6 +237,11 @@ def judge(evidence: list[Evidence], model: RecallModel | None = None, *, with_ve
         # and do not compete with each other.
         others = [s for j, s in enumerate(sims) if evidence[j].variant.fingerprint != e.variant.fingerprint]
         e.features["margin"] = sims[i] - max(others, default=0.0)
+        if with_vectors:
+            # the same per feature family: is this lesson's cause the one that best describes the query?
+            causes = [evidence[j].features["emb_cause"] for j in range(len(evidence))
+                      if evidence[j].variant.fingerprint != e.variant.fingerprint]
+            e.features["emb_cause_margin"] = e.features["emb_cause"] - max(causes, default=0.0)
         e.probability = linear.probability(e.features)
         e.band = band(e.probability, e.comparison, model)
 

@@ -29,3 +29,31 @@ def test_lex_fix_counts_query_words_the_fix_names_beyond_the_shared_decisive_lin
 def test_lex_fix_is_a_lexical_feature():
     assert "lex_fix" in FULL_FEATURES and "lex_fix" in LEXICAL_FEATURES
     assert "lex_fix" in load_model().lexical.features
+
+
+def test_emb_cause_and_its_margin_are_full_model_features_only():
+    assert {"emb_cause", "emb_cause_margin"} <= set(FULL_FEATURES) & set(load_model().full.features)
+    assert not {"emb_cause", "emb_cause_margin"} & set(LEXICAL_FEATURES)
+    assert not {"emb_cause", "emb_cause_margin"} & set(load_model().lexical.features)
+
+
+def test_emb_cause_margin_is_ahead_of_the_best_other_lessons_cause():
+    from hpcmem.kb.scoring import describe, judge
+
+    model = load_model()
+    query = "./a.out\nIllegal instruction (core dumped)"
+    probe = Probe.of(query, fingerprint(query))
+    probe.vectors = {"decisive": (1.0, 0.0, 0.0), "excerpt": (1.0, 0.0, 0.0)}
+    near, far = _variant(LESSON), _variant("Segmentation fault (core dumped)")
+    for v in (near, far):
+        v.vectors = {"decisive": (0.0, 1.0, 0.0), "excerpt": (0.0, 1.0, 0.0)}
+    told = describe(probe, [near], FIX, [], model, with_vectors=True, cause_vector=(0.8, 0.6, 0.0))
+    other = describe(probe, [far], FIX, [], model, with_vectors=True, cause_vector=(0.2, 0.0, 0.98))
+    without = describe(probe, [far], FIX, [], model, with_vectors=False, cause_vector=(0.2, 0.0, 0.98))
+    judge([told, other], model, with_vectors=True)
+    assert abs(told.features["emb_cause"] - 0.8) < 1e-9
+    assert abs(told.features["emb_cause_margin"] - 0.6) < 1e-9
+    assert abs(other.features["emb_cause_margin"] + 0.6) < 1e-9
+    assert told.probability > other.probability
+    judge([without], model, with_vectors=False)
+    assert "emb_cause" not in without.features and "emb_cause_margin" not in without.features
