@@ -28,6 +28,9 @@ conflict_name       such a token of the same kind with another name, where the f
 version_gap         how far apart such versions are: log(1 + the difference at the first
                     component that differs), capped at 3
 margin              how far this lesson's similarity is ahead of the best other candidate's
+exact_margin        ``exact`` x ``margin``: an exact hit is always far ahead (``exact`` counts
+                    in the similarity), and a generic template shared by other causes is even
+                    further ahead, so the margin's weight differs for exact hits (about flat)
 emb_cause_margin    how far this lesson's ``emb_cause`` is ahead of the best other candidate's
 ==================  =====================================================================
 
@@ -60,8 +63,8 @@ from hpcmem.kb.signatures import FailureSignature, excerpt_template, words
 MODEL_PATH = os.path.join(os.path.dirname(__file__), "rules", "recall_model.json")
 FULL_FEATURES = ("exact", "same_category", "query_unknown", "lex_lesson", "lex_query", "lex_decisive",
                  "lex_cross_lesson", "lex_cross_query", "lex_fix", "emb_decisive", "emb_excerpt", "fix_agree",
-                 "conflict_matters", "conflict_version", "conflict_name", "version_gap", "margin", "emb_cause",
-                 "emb_cause_margin")
+                 "conflict_matters", "conflict_version", "conflict_name", "version_gap", "margin", "exact_margin",
+                 "emb_cause", "emb_cause_margin")
 # What "similarity" means for the margin and for choosing among a lesson's variants.
 _SIMILARITY = ("exact", "lex_lesson", "lex_decisive", "emb_decisive", "emb_excerpt")
 LEXICAL_FEATURES = tuple(f for f in FULL_FEATURES if not f.startswith("emb_"))
@@ -237,6 +240,8 @@ def judge(evidence: list[Evidence], model: RecallModel | None = None, *, with_ve
         # and do not compete with each other.
         others = [s for j, s in enumerate(sims) if evidence[j].variant.fingerprint != e.variant.fingerprint]
         e.features["margin"] = sims[i] - max(others, default=0.0)
+        # the margin means something else for an exact hit (see exact_margin above)
+        e.features["exact_margin"] = e.features["exact"] * e.features["margin"]
         if with_vectors:
             # the same per feature family: is this lesson's cause the one that best describes the query?
             causes = [evidence[j].features["emb_cause"] for j in range(len(evidence))

@@ -57,3 +57,18 @@ def test_emb_cause_margin_is_ahead_of_the_best_other_lessons_cause():
     assert told.probability > other.probability
     judge([without], model, with_vectors=False)
     assert "emb_cause" not in without.features and "emb_cause_margin" not in without.features
+
+
+def test_exact_margin_is_the_margin_of_exact_hits_only():
+    from hpcmem.kb.scoring import describe, judge
+
+    model = load_model()
+    assert "exact_margin" in model.full.features and "exact_margin" in model.lexical.features
+    query = "Python 3.9.7\n>>> import numpy\nIllegal instruction (core dumped)"
+    probe = Probe.of(query, fingerprint(query))
+    exact = describe(probe, [_variant(LESSON)], FIX, [], model, with_vectors=False)
+    other = describe(probe, [_variant("Segmentation fault (core dumped)")], FIX, [], model, with_vectors=False)
+    judge([exact, other], model, with_vectors=False)
+    assert exact.features["exact"] == 1.0 and other.features["exact"] == 0.0
+    assert exact.features["exact_margin"] == exact.features["margin"] > 0
+    assert other.features["exact_margin"] == 0.0 and other.features["margin"] < 0
