@@ -43,6 +43,7 @@ SCOPE_WEIGHT = {"user": 1.0, "lab": 0.95, "cluster": 0.9}
 STATUS_WEIGHT = {"validated": 1.0, "candidate": 0.85, "stale": 0.6, "expired": 0.3}
 NEIGHBOURS = 10
 LEXICAL_CANDIDATES = 10
+LEXICAL_CANDIDATES_WITH_TIES = 4 * LEXICAL_CANDIDATES
 LEXICAL_SCAN_LIMIT = 5000
 
 
@@ -307,10 +308,16 @@ class Recaller:
         for lesson_id, template, _category, excerpt in reader.lesson_texts(LEXICAL_SCAN_LIMIT,
                                                                             include_expired=query.include_expired):
             theirs = frozenset(words(excerpt or template))
-            shared = sum(weight(w) for w in mine & theirs)
+            shared = round(sum(weight(w) for w in mine & theirs), 9)  # equal word sets tie exactly
             if shared:
                 scored.append((-shared, lesson_id))
-        return {lesson_id for _, lesson_id in sorted(scored)[:LEXICAL_CANDIDATES]}
+        scored.sort()
+        if len(scored) <= LEXICAL_CANDIDATES:
+            return {lesson_id for _, lesson_id in scored}
+        # Lessons tied with the last one taken come too (up to a cap): which of equals made
+        # the cut would otherwise depend on their random ids, not on the texts.
+        cutoff = scored[LEXICAL_CANDIDATES - 1][0]
+        return {lesson_id for key, lesson_id in scored[:LEXICAL_CANDIDATES_WITH_TIES] if key <= cutoff}
 
     def _vector_ids(self, reader: StoreReader, probe: Probe, query: RecallQuery) -> set[str]:
         vector = self._probe_vectors(probe).get("decisive")

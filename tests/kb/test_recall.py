@@ -239,3 +239,27 @@ def test_unreachable_shared_store_is_a_warning_not_a_failure(tmp_path: Path, mon
         r.close()
     assert result["matches"] and any("ghost" in w for w in result["warnings"])
     assert [s["reachable"] for s in result["stores"]] == [True, False]
+
+
+def test_lessons_tied_on_shared_words_all_become_candidates(stack, embedder):
+    """Which of equally good lexical candidates make the cut must not depend on their random
+    ids: lessons tied with the tenth come too (up to a cap)."""
+    from hpcmem.kb.recall import LEXICAL_CANDIDATES
+    from hpcmem.kb.scoring import Probe
+    from hpcmem.kb.signatures import fingerprint
+
+    stack_, config = stack
+    # one decisive line, recorded 14 times with other fixes: the same words, the same weight
+    tied = {lesson(stack_, LIB, f"module load cuda/11.{minor}")["lesson_id"] for minor in range(14)}
+    lesson(stack_, OOM, "request more memory")  # shares no rare word with the query
+    r = recaller(stack_, config, embedder)
+    try:
+        query = RecallQuery(text=LIB.replace("python3", "python"))
+        probe = Probe.of(query.text, fingerprint(query.text))
+        found = set()
+        for reader in r.readers:
+            found |= r._lexical_ids(reader, probe, query)
+    finally:
+        r.close()
+    assert len(tied) > LEXICAL_CANDIDATES
+    assert found == tied
