@@ -14,9 +14,13 @@
    that differs from the query's is never applied, whatever its probability.
 
 ``--cv`` reports family-grouped 5-fold cross-validation on calibration (model and threshold
-fitted on four folds' queries, judged on the fifth; mean of 6 fold assignments). The IDF
-table and the stored lessons are the same in every fold. ``--ceilings`` reports the ranking
-ceiling (right lesson first ignoring the threshold, recall@5 and @all of
+fitted on four folds' queries, judged on the fifth; mean of 6 fold assignments). Each fold's
+IDF table comes from its four training folds' texts only, and every query's candidates and
+features are collected again with it: the fifth fold's rare words are then as new to the
+table as the held-out part's, or a user's, are to the fitted one (``--cv-shared-idf`` also
+reports the CV whose folds share the table of all calibration texts). The stored lessons are
+the same in every fold, as a store holds lessons the table has not seen. ``--ceilings``
+reports the ranking ceiling (right lesson first ignoring the threshold, recall@5 and @all of
 ``Recaller.candidates``), the four kinds of decision error, and how many queries share their
 masked decisive line or excerpt with a lesson of another class (text alone cannot tell them).
 
@@ -32,7 +36,7 @@ import json
 import sys
 import tempfile
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -76,12 +80,35 @@ def fit_logistic(rows: list[list[float]], labels: list[int], l2: float = L2) -> 
 
 @dataclass
 class Collected:
-    """Every calibration query's candidates: (lesson class, full features, lexical features)."""
+    """Every calibration query's candidates: (lesson class, full features, lexical features).
+
+    ``recollect(idf)`` collects them again with another IDF table (the store stays open until
+    ``close()``): the features and the lexical candidates both depend on it."""
 
     plan: Any
     family: dict[str, str]  # query id -> family of its class
     rows: dict[str, list[tuple[str, dict[str, float], dict[str, float]]]]
     idf: dict
+    recollect: Any = None  # IDF table -> rows
+    close: Any = None
+    fold_cache: dict = field(default_factory=dict)  # training families -> rows (fold_rows)
+
+
+def with_idf(model, idf: dict):
+    """``model`` with another IDF table (as load_model reads one from recall_model.json)."""
+    import dataclasses
+
+    from hpcmem.kb.scoring import _idf
+
+    n = float(idf["documents"])
+    return dataclasses.replace(model, idf={w: _idf(n, df) for w, df in idf["df"].items()}, idf_default=_idf(n, 0))
+
+
+def calibration_texts(cal, families: set[str] | None = None, family: dict[str, str] | None = None) -> list[str]:
+    """Lesson and query texts of the calibration part (of ``families`` only, when given)."""
+    lessons = [i.text for i, c in cal.lessons if families is None or c.family in families]
+    queries = [q.text for q in cal.queries if families is None or family[q.id] in families]
+    return lessons + queries
 
 
 def collect(cal) -> Collected:
@@ -89,8 +116,7 @@ def collect(cal) -> Collected:
     from hpcmem.kb.scoring import FULL_FEATURES, LEXICAL_FEATURES, Probe
     from hpcmem.kb.signatures import fingerprint
 
-    texts = [i.text for i, _ in cal.lessons] + [q.text for q in cal.queries]
-    idf = idf_table(texts)
+    idf = idf_table(calibration_texts(cal))
     zero = {"features": list(FULL_FEATURES), "weights": [0.0] * len(FULL_FEATURES), "bias": 0.0}
     provisional = {"idf": idf, "models": {"full": zero, "lexical": {**zero, "features": list(LEXICAL_FEATURES),
                                                                       "weights": [0.0] * len(LEXICAL_FEATURES)}},
@@ -102,13 +128,16 @@ def collect(cal) -> Collected:
 
     store = HpcmemStore(cal, model_path=str(tmp))
     recaller = store.recaller()
-    rows: dict[str, list] = {}
-    try:
+    base_model = recaller.model
+    probes = {q.id: (Probe.of(q.text, fingerprint(q.text)), RecallQuery(text=q.text)) for q in cal.queries}
+
+    def gather(table: dict | None = None) -> dict[str, list]:
+        recaller.model = base_model if table is None else with_idf(base_model, table)
+        rows: dict[str, list] = {}
         for q in cal.queries:
-            full, _ = recaller.candidates(Probe.of(q.text, fingerprint(q.text)), RecallQuery(text=q.text),
-                                          exhaustive=True)
-            lexical, _ = recaller.candidates(Probe.of(q.text, fingerprint(q.text)), RecallQuery(text=q.text),
-                                             exhaustive=True, lexical_only=True)
+            probe, query = probes[q.id]
+            full, _ = recaller.candidates(probe, query, exhaustive=True)
+            lexical, _ = recaller.candidates(probe, query, exhaustive=True, lexical_only=True)
             lex_by_id = {c.lesson["id"]: c.evidence.features for c in lexical}
             rows[q.id] = []
             for c in full:
@@ -116,21 +145,32 @@ def collect(cal) -> Collected:
                     raise SystemExit("no vectors: the fit needs the ml extra and the model")
                 rows[q.id].append((store.lesson_class[c.lesson["id"]], dict(c.evidence.features),
                                    dict(lex_by_id[c.lesson["id"]])))
-    finally:
+        return rows
+
+    def close() -> None:
         recaller.close()
         store.close()
+
+    try:
+        rows = gather()
+    except BaseException:
+        close()
+        raise
     classes, _ = load()
     family = {q.id: classes[q.cls].family for q in cal.queries}
-    return Collected(cal, family, rows, idf)
+    return Collected(cal, family, rows, idf, gather, close)
 
 
-def design(data: Collected, qids, features: tuple[str, ...], which: int) -> tuple[list, list, list]:
+def design(data: Collected, qids, features: tuple[str, ...], which: int,
+           collected: dict | None = None) -> tuple[list, list, list]:
     """Rows, labels and owners of the given queries: (query id, lesson class, whether the
-    lesson's fix names a token that differs - such a lesson is never in the match band)."""
+    lesson's fix names a token that differs - such a lesson is never in the match band).
+    ``collected``: rows collected with another IDF table (default: ``data.rows``)."""
     rows, labels, owners = [], [], []
     by_id = {q.id: q for q in data.plan.queries}
+    collected = data.rows if collected is None else collected
     for qid in qids:
-        for cls, full, lex in data.rows[qid]:
+        for cls, full, lex in collected[qid]:
             x = full if which == 0 else lex
             rows.append([x[f] for f in features])
             labels.append(int(cls == by_id[qid].cls))
@@ -201,10 +241,22 @@ def summary(answers, queries, recurrent: set[str], threshold: float) -> dict:
     }
 
 
+def fold_rows(data: Collected, train_families: set[str]) -> dict:
+    """Every query's rows collected with the IDF table of the training folds' texts alone
+    (their lessons and queries): the test fold's words are then as new to the table as the
+    held-out part's, or a user's, are to the fitted one. Cached per set of training families."""
+    key = frozenset(train_families)
+    if key not in data.fold_cache:
+        data.fold_cache[key] = data.recollect(idf_table(calibration_texts(data.plan, set(key), data.family)))
+    return data.fold_cache[key]
+
+
 def cross_validate(data: Collected, features: tuple[str, ...], which: int = 0, folds: int = 5,
-                   seeds: int = 6, l2: float = L2) -> dict:
+                   seeds: int = 6, l2: float = L2, honest: bool = True) -> dict:
     """Family-grouped k-fold CV: the model and its threshold are fitted on the other folds'
-    queries; every query is judged once per seed. Mean of ``seeds`` fold assignments."""
+    queries; every query is judged once per seed. Mean of ``seeds`` fold assignments.
+    ``honest``: the IDF table of each fold is computed from the training folds' texts only
+    (``fold_rows``); otherwise the table of all calibration texts serves every fold."""
     import random
 
     from hpcmem.kb.scoring import LinearModel
@@ -222,12 +274,13 @@ def cross_validate(data: Collected, features: tuple[str, ...], which: int = 0, f
         for k in range(folds):
             train = [q for q in queries if fold_of[data.family[q.id]] != k]
             test = [q for q in queries if fold_of[data.family[q.id]] == k]
-            rows, labels, owners = design(data, [q.id for q in train], features, which)
+            collected = fold_rows(data, {f for f in families if fold_of[f] != k}) if honest else None
+            rows, labels, owners = design(data, [q.id for q in train], features, which, collected)
             w, b = fit_logistic(rows, labels, l2)
             model = LinearModel(features, tuple(w), b)
             _, t = best_threshold(rank(owners, [model.probability(dict(zip(features, r))) for r in rows]),
                                   train, recurrent)
-            rows, _, owners = design(data, [q.id for q in test], features, which)
+            rows, _, owners = design(data, [q.id for q in test], features, which, collected)
             answers.update(rank(owners, [model.probability(dict(zip(features, r))) for r in rows]))
             thresholds.update({q.id: t for q in test})
         # per-query thresholds: scale each query's top to its fold's threshold
@@ -237,6 +290,7 @@ def cross_validate(data: Collected, features: tuple[str, ...], which: int = 0, f
         pooled.append(s)
     mean = {k: round(sum(s[k] for s in pooled) / seeds, 4) for k in pooled[0] if k != "errors"}
     mean["errors"] = {k: round(sum(s["errors"][k] for s in pooled) / seeds, 1) for k in pooled[0]["errors"]}
+    mean["per_seed"] = accs  # decision accuracy of each fold assignment (for paired comparisons)
     return mean
 
 
@@ -266,16 +320,26 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--failures", action="store_true", help="print misjudged calibration queries")
-    ap.add_argument("--cv", action="store_true", help="also report family-grouped 5-fold CV (6 fold seeds)")
+    ap.add_argument("--cv", action="store_true",
+                    help="also report family-grouped 5-fold CV (6 fold seeds, fold-honest IDF; ~1 min)")
+    ap.add_argument("--cv-shared-idf", action="store_true",
+                    help="with --cv, also the CV whose folds share the IDF table of all calibration texts")
     ap.add_argument("--ceilings", action="store_true", help="also report ranking ceilings and error buckets")
     ap.add_argument("--dry-run", action="store_true", help="do not write the model")
     args = ap.parse_args()
 
+    cal = plan("calibration")
+    data = collect(cal)
+    try:
+        report(args, cal, data)
+    finally:
+        data.close()
+
+
+def report(args, cal, data: Collected) -> None:
     from hpcmem.kb import scoring
     from hpcmem.kb.scoring import FULL_FEATURES, LEXICAL_FEATURES, LinearModel
 
-    cal = plan("calibration")
-    data = collect(cal)
     recurrent = {q.id for q in cal.recurrences}
     qids = [q.id for q in cal.queries]
     rows_full, labels, owners = design(data, qids, FULL_FEATURES, 0)
@@ -310,6 +374,8 @@ def main() -> None:
         print("collisions:", json.dumps(template_collisions(cal)))
     if args.cv:
         print("cv full:", json.dumps(cross_validate(data, FULL_FEATURES, 0)))
+        if args.cv_shared_idf:
+            print("cv full (shared IDF):", json.dumps(cross_validate(data, FULL_FEATURES, 0, honest=False)))
     if args.failures:
         for q in cal.queries:
             kind = outcome(q, answers, recurrent, match)
