@@ -12,13 +12,6 @@
    on recurrences, abstention where no lesson exists); related is half of it. As in recall,
    the answer is the most probable lesson in the match band: a lesson whose fix names a token
    that differs from the query's is never applied, whatever its probability.
-6. Recalibration (``recalibration``): the logistic is fitted on every candidate row (most are
-   negatives) and in-sample; what a user reads is the probability of the few lessons shown,
-   out of sample. A monotone map ``sigmoid(scale * z + shift + leader * [leads its query])``
-   of each model's logit z is fitted on fold-honest CV predictions (``--cv``'s folds) of the
-   shown candidates; recall compares it with the band thresholds mapped the same way, so its
-   decisions are those of the logistic. Adds about a minute (the folds' IDF recollection,
-   shared with ``--cv``). Reliability tables: ``bench/recall_reliability.py``.
 
 ``--cv`` reports family-grouped 5-fold cross-validation on calibration (model and threshold
 fitted on four folds' queries, judged on the fifth; mean of 6 fold assignments). Each fold's
@@ -323,21 +316,6 @@ def template_collisions(cal) -> dict:
     return out
 
 
-def recalibration(data: Collected) -> dict:
-    """Step 6: the monotone map from each logistic's logit to the probability recall shows,
-    fitted on fold-honest CV predictions of the candidates recall would show
-    (``recall_reliability.py``: its reliability tables say how well it holds)."""
-    from recall_reliability import cv_predictions, recalibration_from
-
-    from hpcmem.kb.scoring import FULL_FEATURES, LEXICAL_FEATURES
-
-    out: dict[str, Any] = {"fitted_on": "shown candidates (match or related band, top 5) of every calibration "
-                                        "query, fold-honest 5-fold CV predictions, 6 fold assignments"}
-    for name, features, which in (("full", FULL_FEATURES, 0), ("lexical", LEXICAL_FEATURES, 1)):
-        out[name] = recalibration_from(cv_predictions(data, features, which))
-    return out
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, default=OUT)
@@ -386,7 +364,6 @@ def report(args, cal, data: Collected) -> None:
             "lexical": {"features": list(LEXICAL_FEATURES), "weights": w_lex, "bias": b_lex},
         },
         "bands": {"match": match, "related": round(match / 2, 3)},
-        "recalibration": recalibration(data),
     }
     if not args.dry_run:
         args.out.write_text(json.dumps(model, indent=1, sort_keys=False) + "\n")

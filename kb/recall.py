@@ -256,7 +256,7 @@ class Recaller:
         for c in candidates:
             boost, c.boosts = context_boost(c.lesson.get("conditions", []), query)
             confidence = float(c.lesson.get("confidence") or 0.0)
-            c.rank_score = round(c.evidence.score * SCOPE_WEIGHT.get(c.scope, 0.9)
+            c.rank_score = round(c.evidence.probability * SCOPE_WEIGHT.get(c.scope, 0.9)
                                  * STATUS_WEIGHT.get(c.lesson["status"], 0.5) * (0.5 + 0.5 * confidence) + boost, 4)
         return sorted(candidates, key=lambda c: (c.evidence.band != "match", -c.rank_score,
                                                  SCOPE_ORDER.get(c.scope, 9), -float(c.lesson.get("confidence") or 0),

@@ -35,30 +35,12 @@ emb_cause_margin    how far this lesson's ``emb_cause`` is ahead of the best oth
 ==================  =====================================================================
 
 A logistic regression fitted on the calibration part of the real-world corpus
-(``bench/fit_recall_model.py``, ``data/corpus/``) turns them into a score. Two models
+(``bench/fit_recall_model.py``, ``data/corpus/``) turns them into a probability. Two models
 are fitted: ``full`` (with the embeddings) and ``lexical`` (without), which serves the
-exact-match fast path and ``--no-model``.
+exact-match fast path and ``--no-model``. Bands:
 
-The logistic is fitted in-sample on every candidate row (most are negatives), so its output
-is not what a user reads: out of sample, among the few lessons recall shows, it was
-overconfident for lessons behind the first (0.7-0.8 applied 48 % of the time) and
-underconfident for the first (0.2-0.3 applied 40 %). ``probability`` is therefore
-recalibrated (``recalibration`` in recall_model.json): ``sigmoid(scale * z + shift + leader *
-[the candidate has the query's highest logit])``, z the logistic's logit, fitted on the
-fold-honest CV predictions of the shown candidates (top 5, match or related band) of every
-calibration query. It is the chance that the lesson applies. Fold-honest reliability
-(``bench/recall_reliability.py``, the map cross-fitted on the other folds), ECE before ->
-after: full model, shown 0.095 -> 0.072, first shown 0.084 -> 0.056; lexical 0.126 -> 0.066,
-0.109 -> 0.049.
-
-The map is monotone in z and keeps the leader first, and the bands' thresholds
-(``bands``, fitted on the logistic's output) are mapped by it too, so every decision -
-answer or abstain, each lesson's band, the order (by ``score``, the logistic's output) - is
-the logistic's: identical on all calibration queries (``bench/recall_decisions.py``). Bands:
-
-- **match** (probability >= ``bands.match`` mapped: 0.41 for the leading lesson with the full
-  model, 0.52 lexical; a lesson behind it needs only 0.04 / 0.06): apply it;
-- **related** (>= ``bands.related`` mapped): shown with what differs, never applied silently.
+- **match** (probability >= ``bands.match``): apply it;
+- **related** (>= ``bands.related``): shown with what differs, never applied silently.
 
 A lesson whose fix names a token that differs from the query's (``conflict_matters``) is at
 most *related*, whatever its probability: its fix is about another library or version.
@@ -88,42 +70,15 @@ _SIMILARITY = ("exact", "lex_lesson", "lex_decisive", "emb_decisive", "emb_excer
 LEXICAL_FEATURES = tuple(f for f in FULL_FEATURES if not f.startswith("emb_"))
 
 
-def _sigmoid(z: float) -> float:
-    return 1.0 / (1.0 + math.exp(-max(-40.0, min(40.0, z))))
-
-
-@dataclass(frozen=True)
-class Recalibration:
-    """The monotone map from the logistic's logit ``z`` to the probability a user reads:
-    ``sigmoid(scale * z + shift + leader * [the candidate leads its query])``, with
-    ``scale > 0`` and ``leader >= 0`` (the identity by default)."""
-
-    scale: float = 1.0
-    shift: float = 0.0
-    leader: float = 0.0
-
-    def __call__(self, z: float, leads: bool) -> float:
-        return _sigmoid(self.scale * z + self.shift + (self.leader if leads else 0.0))
-
-
 @dataclass(frozen=True)
 class LinearModel:
     features: tuple[str, ...]
     weights: tuple[float, ...]
     bias: float
-    recalibration: Recalibration = Recalibration()
-
-    def logit(self, x: dict[str, float]) -> float:
-        return max(-40.0, min(40.0, self.bias + sum(w * x[f] for f, w in zip(self.features, self.weights))))
 
     def probability(self, x: dict[str, float]) -> float:
-        """The fitted logistic's own output (before the recalibration)."""
-        return _sigmoid(self.logit(x))
-
-    def thresholds(self, match: float, related: float, leads: bool) -> tuple[float, float]:
-        """The bands' thresholds (on the logistic's output) mapped by the recalibration."""
-        return (self.recalibration(math.log(match / (1 - match)), leads),
-                self.recalibration(math.log(related / (1 - related)), leads))
+        z = self.bias + sum(w * x[f] for f, w in zip(self.features, self.weights))
+        return 1.0 / (1.0 + math.exp(-max(-40.0, min(40.0, z))))
 
 
 @dataclass(frozen=True)
@@ -140,9 +95,8 @@ class RecallModel:
         return self.idf.get(word, self.idf_default)
 
 
-def _linear(spec: dict[str, Any], recalibration: dict[str, float] | None) -> LinearModel:
-    return LinearModel(tuple(spec["features"]), tuple(float(w) for w in spec["weights"]), float(spec["bias"]),
-                       Recalibration(**recalibration) if recalibration else Recalibration())
+def _linear(spec: dict[str, Any]) -> LinearModel:
+    return LinearModel(tuple(spec["features"]), tuple(float(w) for w in spec["weights"]), float(spec["bias"]))
 
 
 @lru_cache(maxsize=4)
@@ -152,8 +106,7 @@ def load_model(path: str = MODEL_PATH) -> RecallModel:
     n = float(data["idf"]["documents"])
     idf = {w: _idf(n, df) for w, df in data["idf"]["df"].items()}
     return RecallModel(
-        full=_linear(data["models"]["full"], data.get("recalibration", {}).get("full")),
-        lexical=_linear(data["models"]["lexical"], data.get("recalibration", {}).get("lexical")),
+        full=_linear(data["models"]["full"]), lexical=_linear(data["models"]["lexical"]),
         match=float(data["bands"]["match"]), related=float(data["bands"]["related"]),
         idf=idf, idf_default=_idf(n, 0), meta=data.get("fitted_on", {}),
     )
@@ -206,11 +159,10 @@ class Variant:
 @dataclass
 class Evidence:
     features: dict[str, float]
-    probability: float  # recalibrated: the chance the lesson applies
+    probability: float
     band: str | None  # "match" | "related" | None (dropped)
     comparison: Comparison
     variant: Variant
-    score: float = 0.0  # the logistic's own output: recall orders lessons by it
 
 
 def _overlap(a: frozenset[str], b: frozenset[str], model: RecallModel) -> float:
@@ -295,21 +247,13 @@ def judge(evidence: list[Evidence], model: RecallModel | None = None, *, with_ve
             causes = [evidence[j].features["emb_cause"] for j in range(len(evidence))
                       if evidence[j].variant.fingerprint != e.variant.fingerprint]
             e.features["emb_cause_margin"] = e.features["emb_cause"] - max(causes, default=0.0)
-    zs = [linear.logit(e.features) for e in evidence]
-    for i, e in enumerate(evidence):
-        # the candidate with the highest logit leads (copies of one lesson do not compete)
-        leads = zs[i] >= max((z for j, z in enumerate(zs) if evidence[j].variant.fingerprint != e.variant.fingerprint),
-                             default=-math.inf)
-        e.score = _sigmoid(zs[i])
-        e.probability = linear.recalibration(zs[i], leads)
-        match, related = linear.thresholds(model.match, model.related, leads)
-        e.band = band(e.probability, e.comparison, match, related)
+        e.probability = linear.probability(e.features)
+        e.band = band(e.probability, e.comparison, model)
 
 
-def band(probability: float, comparison: Comparison, match: float, related: float) -> str | None:
-    """The band of a recalibrated probability, against the thresholds mapped the same way."""
-    if probability >= match and not comparison.conflicts_that_matter:
+def band(probability: float, comparison: Comparison, model: RecallModel) -> str | None:
+    if probability >= model.match and not comparison.conflicts_that_matter:
         return "match"
-    if probability >= related:
+    if probability >= model.related:
         return "related"
     return None

@@ -1,4 +1,4 @@
-"""kb/scoring.py without a store: lex_fix (the lesson's fix vocabulary in the query), the recalibration."""
+"""kb/scoring.py features that need no store: lex_fix (the lesson's fix vocabulary in the query)."""
 
 from __future__ import annotations
 
@@ -72,75 +72,3 @@ def test_exact_margin_is_the_margin_of_exact_hits_only():
     assert exact.features["exact"] == 1.0 and other.features["exact"] == 0.0
     assert exact.features["exact_margin"] == exact.features["margin"] > 0
     assert other.features["exact_margin"] == 0.0 and other.features["margin"] < 0
-
-
-# ----------------------------------------------------------------------------- recalibration
-
-def _old_band(p: float, blocked: bool, model) -> str | None:
-    """The band as decided before the recalibration: the logistic's output against bands.*"""
-    if p >= model.match and not blocked:
-        return "match"
-    return "related" if p >= model.related else None
-
-
-def test_recalibration_is_monotone_and_a_probability():
-    model = load_model()
-    for linear in (model.full, model.lexical):
-        r = linear.recalibration
-        assert r.scale > 0 and r.leader >= 0
-        zs = [z / 100 for z in range(-4000, 4001, 7)]
-        for leads in (False, True):
-            ps = [r(z, leads) for z in zs]
-            assert all(0.0 <= p <= 1.0 for p in ps)
-            assert all(a <= b for a, b in zip(ps, ps[1:]))
-        assert all(r(z, True) >= r(z, False) for z in zs)  # the leader, already first, stays first
-
-
-def test_recalibration_keeps_every_decision_on_calibration_feature_rows():
-    """The four most probable candidates of each calibration query (features only, classes
-    hashed; bench/fit_recall_model.py's collection): band, answer and order are those of the
-    logistic before the recalibration."""
-    import json
-    from pathlib import Path
-    from types import SimpleNamespace
-
-    from hpcmem.kb.scoring import band
-
-    model = load_model()
-    data = json.loads((Path(__file__).parent / "data" / "recall_calibration_rows.json").read_text())
-    checked = 0
-    for q in data["queries"]:
-        for name in ("full", "lexical"):
-            linear = getattr(model, name)
-            names = data[f"{name}_features"]
-            rows = [(cls, bool(blocked), linear.logit(dict(zip(names, x)))) for cls, blocked, x in q[name]]
-            new, old = [], []
-            for cls, blocked, z in rows:
-                leads = z >= max((z2 for c2, _, z2 in rows if c2 != cls), default=-1e9)
-                p_new = linear.recalibration(z, leads)
-                match, related = linear.thresholds(model.match, model.related, leads)
-                assert 0.0 <= p_new <= 1.0
-                new.append((band(p_new, SimpleNamespace(conflicts_that_matter=blocked), match, related), p_new, cls))
-                p_old = linear.probability(dict(zip(names, q[name][[r[0] for r in rows].index(cls)][2])))
-                old.append((_old_band(p_old, blocked, model), p_old, cls))
-                checked += 1
-            assert [b for b, _, _ in new] == [b for b, _, _ in old]
-            # order by probability is the order by the logistic's output (and so is the answer)
-            assert [c for _, p, c in sorted(new, key=lambda t: -t[1])] == [c for _, p, c in sorted(old, key=lambda t: -t[1])]
-    assert checked > 1500
-
-
-def test_judge_orders_by_the_logistic_and_bands_with_mapped_thresholds():
-    from hpcmem.kb.scoring import describe, judge
-
-    model = load_model()
-    query = "OpenBLAS : Your OS does not support AVX instructions. OPENBLAS_CORETYPE=ARMV8\nIllegal instruction (core dumped)"
-    probe = Probe.of(query, fingerprint(query))
-    a = describe(probe, [_variant(LESSON)], FIX, [], model, with_vectors=False)
-    b = describe(probe, [_variant("Segmentation fault (core dumped)")], "ulimit -s unlimited", [], model,
-                 with_vectors=False)
-    judge([a, b], model, with_vectors=False)
-    assert a.score > b.score and a.probability > b.probability
-    for e in (a, b):
-        assert 0.0 <= e.probability <= 1.0
-        assert e.band == _old_band(e.score, bool(e.comparison.conflicts_that_matter), model)
