@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import statistics
 import sys
 import tempfile
 from collections import Counter
@@ -58,12 +59,45 @@ def idf_table(texts: list[str]) -> dict:
     return {"documents": len(texts), "df": dict(sorted((w, n) for w, n in df.items() if n >= 2))}
 
 
-def fit_logistic(rows: list[list[float]], labels: list[int], l2: float = L2) -> tuple[list[float], float]:
-    """Newton-Raphson (IRLS) for L2-regularised logistic regression; the bias is not penalised."""
+# Evidence must never count against a lesson, nor a conflict for it: the fitted weights of
+# these features are held to their sign (monotone in each). On the corpus, exact hits of
+# generic templates that others share made `exact` weigh negative, which then turned a plain
+# recurrence of a user's own failure (one lesson, one exact hit) into an abstention.
+NEGATIVE = ("conflict_matters", "conflict_version", "version_gap")
+FREE = ("query_unknown", "conflict_name")
+
+
+def sign_of(feature: str) -> int:
+    """+1: the weight must be >= 0; -1: <= 0; 0: free."""
+    return 0 if feature in FREE else -1 if feature in NEGATIVE else 1
+
+
+def fit_logistic(rows: list[list[float]], labels: list[int], l2: float = L2,
+                 features: tuple[str, ...] | None = None) -> tuple[list[float], float]:
+    """L2-regularised logistic regression (Newton-Raphson, the bias not penalised). Given the
+    ``features``, each weight is held to ``sign_of`` it: a weight that comes out with the
+    wrong sign is fixed at 0 and the rest refitted, until none does (an active set)."""
     import numpy as np
 
-    X = np.hstack([np.asarray(rows, dtype=float), np.ones((len(rows), 1))])
-    y = np.asarray(labels, dtype=float)
+    X = np.asarray(rows, dtype=float)
+    signs = [sign_of(f) for f in features] if features else [0] * X.shape[1]
+    free = list(range(X.shape[1]))
+    while True:
+        w = _irls(X[:, free], np.asarray(labels, dtype=float), l2)
+        wrong = [i for i, v in zip(free, w[:-1]) if signs[i] * v < 0]
+        if not wrong:
+            break
+        free = [i for i in free if i not in wrong]
+    weights = [0.0] * X.shape[1]
+    for i, v in zip(free, w[:-1]):
+        weights[i] = round(float(v), 6)
+    return weights, round(float(w[-1]), 6)
+
+
+def _irls(X, y, l2: float):
+    import numpy as np
+
+    X = np.hstack([X, np.ones((X.shape[0], 1))])
     w = np.zeros(X.shape[1])
     penalty = np.eye(X.shape[1]) * l2
     penalty[-1, -1] = 0.0
@@ -75,7 +109,7 @@ def fit_logistic(rows: list[list[float]], labels: list[int], l2: float = L2) -> 
         w -= step
         if np.abs(step).max() < 1e-8:
             break
-    return [round(float(v), 6) for v in w[:-1]], round(float(w[-1]), 6)
+    return w
 
 
 @dataclass
@@ -92,6 +126,7 @@ class Collected:
     recollect: Any = None  # IDF table -> rows
     close: Any = None
     fold_cache: dict = field(default_factory=dict)  # training families -> rows (fold_rows)
+    lone_margin: dict = field(default_factory=dict)  # the margins of a candidate without competitors
 
 
 def with_idf(model, idf: dict):
@@ -145,12 +180,14 @@ def collect(cal) -> Collected:
                     raise SystemExit("no vectors: the fit needs the ml extra and the model")
                 rows[q.id].append((store.lesson_class[c.lesson["id"]], dict(c.evidence.features),
                                    dict(lex_by_id[c.lesson["id"]])))
+        give_lone_margins(rows, lone)
         return rows
 
     def close() -> None:
         recaller.close()
         store.close()
 
+    lone: dict[str, dict[str, float]] = {}
     try:
         rows = gather()
     except BaseException:
@@ -158,7 +195,33 @@ def collect(cal) -> Collected:
         raise
     classes, _ = load()
     family = {q.id: classes[q.cls].family for q in cal.queries}
-    return Collected(cal, family, rows, idf, gather, close)
+    return Collected(cal, family, rows, idf, gather, close, lone_margin=lone)
+
+
+MARGINS = ("margin", "emb_cause_margin")
+
+
+def give_lone_margins(rows: dict[str, list], lone: dict[str, dict[str, float]]) -> None:
+    """A query's only candidate has nobody to be ahead of, so recall gives it the median
+    margins of the leading candidates of queries that have competitors, per model and apart
+    for exact hits (``margin_exact``: recall's exact stage judges its hits alone) -
+    ``lone_margin`` in recall_model.json; the rows of such queries get the same here.
+    ``lone`` is filled from the first collection and kept for later ones (fold-honest IDF)."""
+    if not lone:
+        for which, model in enumerate(("full", "lexical")):
+            leaders = [max((c[1 + which] for c in cands), key=lambda f: f["margin"])
+                       for cands in rows.values() if len(cands) > 1]
+            values = {"margin": [f["margin"] for f in leaders if not f["exact"]],
+                      "margin_exact": [f["margin"] for f in leaders if f["exact"]],
+                      "emb_cause_margin": [f["emb_cause_margin"] for f in leaders if "emb_cause_margin" in f]}
+            lone[model] = {name: round(statistics.median(v), 4) for name, v in values.items() if v}
+    for cands in rows.values():
+        if len(cands) == 1:
+            for which, model in enumerate(("full", "lexical")):
+                feats = cands[0][1 + which]
+                feats["margin"] = lone[model]["margin_exact" if feats["exact"] else "margin"]
+                if "emb_cause_margin" in feats:
+                    feats["emb_cause_margin"] = lone[model]["emb_cause_margin"]
 
 
 def design(data: Collected, qids, features: tuple[str, ...], which: int,
@@ -276,7 +339,7 @@ def cross_validate(data: Collected, features: tuple[str, ...], which: int = 0, f
             test = [q for q in queries if fold_of[data.family[q.id]] == k]
             collected = fold_rows(data, {f for f in families if fold_of[f] != k}) if honest else None
             rows, labels, owners = design(data, [q.id for q in train], features, which, collected)
-            w, b = fit_logistic(rows, labels, l2)
+            w, b = fit_logistic(rows, labels, l2, features)
             model = LinearModel(features, tuple(w), b)
             _, t = best_threshold(rank(owners, [model.probability(dict(zip(features, r))) for r in rows]),
                                   train, recurrent)
@@ -344,8 +407,8 @@ def report(args, cal, data: Collected) -> None:
     qids = [q.id for q in cal.queries]
     rows_full, labels, owners = design(data, qids, FULL_FEATURES, 0)
     rows_lex, _, _ = design(data, qids, LEXICAL_FEATURES, 1)
-    w_full, b_full = fit_logistic(rows_full, labels)
-    w_lex, b_lex = fit_logistic(rows_lex, labels)
+    w_full, b_full = fit_logistic(rows_full, labels, features=FULL_FEATURES)
+    w_lex, b_lex = fit_logistic(rows_lex, labels, features=LEXICAL_FEATURES)
 
     fitted = LinearModel(FULL_FEATURES, tuple(w_full), b_full)
     answers = rank(owners, [fitted.probability(dict(zip(FULL_FEATURES, r))) for r in rows_full])
@@ -364,6 +427,7 @@ def report(args, cal, data: Collected) -> None:
             "lexical": {"features": list(LEXICAL_FEATURES), "weights": w_lex, "bias": b_lex},
         },
         "bands": {"match": match, "related": round(match / 2, 3)},
+        "lone_margin": data.lone_margin,
     }
     if not args.dry_run:
         args.out.write_text(json.dumps(model, indent=1, sort_keys=False) + "\n")

@@ -28,9 +28,6 @@ conflict_name       such a token of the same kind with another name, where the f
 version_gap         how far apart such versions are: log(1 + the difference at the first
                     component that differs), capped at 3
 margin              how far this lesson's similarity is ahead of the best other candidate's
-exact_margin        ``exact`` x ``margin``: an exact hit is always far ahead (``exact`` counts
-                    in the similarity), and a generic template shared by other causes is even
-                    further ahead, so the margin's weight differs for exact hits (about flat)
 emb_cause_margin    how far this lesson's ``emb_cause`` is ahead of the best other candidate's
 ==================  =====================================================================
 
@@ -63,11 +60,12 @@ from hpcmem.kb.signatures import FailureSignature, excerpt_template, words
 MODEL_PATH = os.path.join(os.path.dirname(__file__), "rules", "recall_model.json")
 FULL_FEATURES = ("exact", "same_category", "query_unknown", "lex_lesson", "lex_query", "lex_decisive",
                  "lex_cross_lesson", "lex_cross_query", "lex_fix", "emb_decisive", "emb_excerpt", "fix_agree",
-                 "conflict_matters", "conflict_version", "conflict_name", "version_gap", "margin", "exact_margin",
+                 "conflict_matters", "conflict_version", "conflict_name", "version_gap", "margin",
                  "emb_cause", "emb_cause_margin")
 # What "similarity" means for the margin and for choosing among a lesson's variants.
 _SIMILARITY = ("exact", "lex_lesson", "lex_decisive", "emb_decisive", "emb_excerpt")
 LEXICAL_FEATURES = tuple(f for f in FULL_FEATURES if not f.startswith("emb_"))
+_NO_CONFLICT = {"conflict_matters": 0.0, "conflict_version": 0.0, "conflict_name": 0.0, "version_gap": 0.0}
 
 
 @dataclass(frozen=True)
@@ -90,6 +88,10 @@ class RecallModel:
     idf: dict[str, float]
     idf_default: float
     meta: dict[str, Any]
+    # The margins a candidate with no competitor gets, per model ("full", "lexical"): the
+    # median margins of the calibration queries' leading candidates, exact hits apart
+    # ("margin_exact"; none given: ahead of nothing by its whole value).
+    lone_margin: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def weight(self, word: str) -> float:
         return self.idf.get(word, self.idf_default)
@@ -109,6 +111,7 @@ def load_model(path: str = MODEL_PATH) -> RecallModel:
         full=_linear(data["models"]["full"]), lexical=_linear(data["models"]["lexical"]),
         match=float(data["bands"]["match"]), related=float(data["bands"]["related"]),
         idf=idf, idf_default=_idf(n, 0), meta=data.get("fitted_on", {}),
+        lone_margin={m: {k: float(v) for k, v in margins.items()} for m, margins in data.get("lone_margin", {}).items()},
     )
 
 
@@ -234,21 +237,29 @@ def judge(evidence: list[Evidence], model: RecallModel | None = None, *, with_ve
     """Probability and band of every candidate of one query (the margin compares them)."""
     model = model or load_model()
     linear = model.full if with_vectors else model.lexical
+    lone = model.lone_margin.get("full" if with_vectors else "lexical", {})
     sims = [similarity(e.features) for e in evidence]
     for i, e in enumerate(evidence):
         # Copies of one lesson in several stores (proposed, promoted) share its fingerprint
         # and do not compete with each other.
         others = [s for j, s in enumerate(sims) if evidence[j].variant.fingerprint != e.variant.fingerprint]
-        e.features["margin"] = sims[i] - max(others, default=0.0)
-        # the margin means something else for an exact hit (see exact_margin above)
-        e.features["exact_margin"] = e.features["exact"] * e.features["margin"]
+        # A lone candidate (a store with few lessons) has no one to be ahead of: it counts as
+        # a typical leader of the calibration queries, not as infinitely far ahead.
+        e.features["margin"] = ((sims[i] - max(others)) if others else
+                                lone.get("margin_exact" if e.features["exact"] else "margin", sims[i]))
         if with_vectors:
             # the same per feature family: is this lesson's cause the one that best describes the query?
             causes = [evidence[j].features["emb_cause"] for j in range(len(evidence))
                       if evidence[j].variant.fingerprint != e.variant.fingerprint]
-            e.features["emb_cause_margin"] = e.features["emb_cause"] - max(causes, default=0.0)
+            e.features["emb_cause_margin"] = ((e.features["emb_cause"] - max(causes)) if causes
+                                              else lone.get("emb_cause_margin", e.features["emb_cause"]))
         e.probability = linear.probability(e.features)
         e.band = band(e.probability, e.comparison, model)
+        if e.band is None and e.comparison.conflicts_that_matter:
+            # Never a silent veto: a lesson that would match but for a difference its fix
+            # depends on is shown as related, with that difference spelled out.
+            if linear.probability({**e.features, **_NO_CONFLICT}) >= model.match:
+                e.band = "related"
 
 
 def band(probability: float, comparison: Comparison, model: RecallModel) -> str | None:

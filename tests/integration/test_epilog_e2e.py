@@ -66,7 +66,7 @@ class Run:
         done = subprocess.run([sys.executable, "-c", CLI, *args], capture_output=True, text=True, env=env,
                               timeout=180)
         if expect is not None:
-            assert done.returncode == expect, done.stderr
+            assert done.returncode == expect, (done.stderr, done.stdout[-4000:])
         return done
 
 

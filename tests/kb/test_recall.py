@@ -263,3 +263,23 @@ def test_lessons_tied_on_shared_words_all_become_candidates(stack, embedder):
         r.close()
     assert len(tied) > LEXICAL_CANDIDATES
     assert found == tied
+
+
+LAUNCH = ("Job 41 failed to launch (JobLaunchFailure): output directory /scratch/alice/no-such-dir does not exist")
+
+
+@pytest.mark.parametrize("allow_model", [False, True])
+def test_one_lesson_store_answers_its_own_recurrence_and_nothing_else(stack, embedder, allow_model):
+    """A new user's store holds one lesson: the same failure again is a match (exact, no
+    model needed), a failure of another kind is not (a lone candidate is not 'far ahead')."""
+    stack_, config = stack
+    oom = lesson(stack_, OOM, "resubmit with --mem=400M",
+                 cause="The resubmission with --mem=400M (was 50M) completed (job 7 in 00:00:10)")
+    r = recaller(stack_, config, embedder, allow_model=allow_model)
+    try:
+        again = r.recall(RecallQuery(text=OOM.replace("52004", "52017")))
+        other = r.recall(RecallQuery(text=LAUNCH))
+    finally:
+        r.close()
+    assert ids(again) == [oom["lesson_id"]] and not again["abstained"]
+    assert ids(other) == [] and other["abstained"]

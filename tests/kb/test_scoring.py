@@ -59,16 +59,31 @@ def test_emb_cause_margin_is_ahead_of_the_best_other_lessons_cause():
     assert "emb_cause" not in without.features and "emb_cause_margin" not in without.features
 
 
-def test_exact_margin_is_the_margin_of_exact_hits_only():
+def test_the_shipped_model_never_counts_evidence_against_a_lesson():
+    """Monotone in each signal: more agreement never lowers the probability, a conflict never
+    raises it (bench/fit_recall_model.py holds the weights to these signs)."""
+    model = load_model()
+    against = {"conflict_matters", "conflict_version", "version_gap"}
+    free = {"query_unknown", "conflict_name"}
+    for linear in (model.full, model.lexical):
+        for name, weight in zip(linear.features, linear.weights):
+            if name in against:
+                assert weight <= 0, name
+            elif name not in free:
+                assert weight >= 0, name
+
+
+def test_a_lone_candidate_counts_as_a_typical_leader_not_infinitely_far_ahead():
     from hpcmem.kb.scoring import describe, judge
 
     model = load_model()
-    assert "exact_margin" in model.full.features and "exact_margin" in model.lexical.features
     query = "Python 3.9.7\n>>> import numpy\nIllegal instruction (core dumped)"
     probe = Probe.of(query, fingerprint(query))
     exact = describe(probe, [_variant(LESSON)], FIX, [], model, with_vectors=False)
+    judge([exact], model, with_vectors=False)
+    assert exact.features["exact"] == 1.0
+    assert exact.features["margin"] == model.lone_margin["lexical"]["margin_exact"]
     other = describe(probe, [_variant("Segmentation fault (core dumped)")], FIX, [], model, with_vectors=False)
-    judge([exact, other], model, with_vectors=False)
-    assert exact.features["exact"] == 1.0 and other.features["exact"] == 0.0
-    assert exact.features["exact_margin"] == exact.features["margin"] > 0
-    assert other.features["exact_margin"] == 0.0 and other.features["margin"] < 0
+    judge([other], model, with_vectors=False)
+    assert other.features["margin"] == model.lone_margin["lexical"]["margin"]
+    assert other.probability < exact.probability
