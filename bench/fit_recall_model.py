@@ -7,7 +7,10 @@
 2. Lessons: one per known calibration class, recorded in a fresh store (recall_methods).
 3. Every calibration query's candidates (``Recaller.candidates(exhaustive=True)``) give one
    row of features per candidate lesson, labelled 1 when the lesson is of the query's class.
-4. Two L2-regularised logistic regressions (IRLS): ``full`` and ``lexical`` (no embeddings).
+4. Two L2-regularised logistic regressions (IRLS): ``full`` and ``lexical`` (no embeddings),
+   each weight held to its sign (``sign_of``: evidence never counts against a lesson, a
+   conflict never for it). A query's only candidate gets the median margins of calibration
+   leaders (``give_lone_margins``, ``lone_margin`` in the model), as recall gives it.
 5. The match band's threshold maximises the calibration decision accuracy (right lesson first
    on recurrences, abstention where no lesson exists); related is half of it. As in recall,
    the answer is the most probable lesson in the match band: a lesson whose fix names a token
@@ -196,9 +199,6 @@ def collect(cal) -> Collected:
     classes, _ = load()
     family = {q.id: classes[q.cls].family for q in cal.queries}
     return Collected(cal, family, rows, idf, gather, close, lone_margin=lone)
-
-
-MARGINS = ("margin", "emb_cause_margin")
 
 
 def give_lone_margins(rows: dict[str, list], lone: dict[str, dict[str, float]]) -> None:

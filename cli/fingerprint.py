@@ -13,24 +13,17 @@ def fingerprint(
     block: bool = typer.Option(False, "--block", help="Treat the whole input as one message (a traceback, a log excerpt)."),
 ) -> None:
     """Print {"fingerprint", "template", "category"} per message (one message per line by default)."""
+    from hpcmem.cli._state import STATE
     from hpcmem.kb.redact import redact_text
     from hpcmem.kb.signatures import fingerprint as fingerprint_of
     from hpcmem.kb.signatures import signature_of_block
 
-    rules = _rules()
+    STATE.config  # reads signatures.rules_file: the site's rules count too
     data = sys.stdin.buffer.read().decode("utf-8", errors="replace")
     messages = [data] if block else [line for line in data.splitlines() if line.strip()]
     for message in messages:
         message = redact_text(message)  # a secret must not reach the template we print
-        sig = signature_of_block(message, rules) if block else fingerprint_of(message, rules)
+        sig = signature_of_block(message) if block else fingerprint_of(message)
         emit_jsonl({"fingerprint": sig.fingerprint, "template": sig.template, "category": sig.category})
     sys.stdout.flush()
 
-
-def _rules():
-    """The built-in rules plus the site's (config key signatures.rules_file)."""
-    from hpcmem.cli._state import STATE
-    from hpcmem.kb.rules_digest import active_rules
-
-    STATE.config  # reads signatures.rules_file
-    return active_rules()

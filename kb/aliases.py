@@ -17,13 +17,12 @@ from sqlalchemy.orm import Session
 
 from hpcmem.kb.lessons import audit
 from hpcmem.kb.models import Lesson, LessonAlias, Signature
-from hpcmem.kb.rules_digest import active_rules
 from hpcmem.kb.signatures import excerpt_template, fingerprint
 
 
 def alias_from_text(text: str) -> dict[str, Any]:
     """The alias fields of an error text (the caller redacts it first)."""
-    sig = fingerprint(text, active_rules())
+    sig = fingerprint(text)
     return {"fingerprint": sig.fingerprint, "template": sig.template, "category": sig.category,
             "excerpt": excerpt_template(text)}
 

@@ -31,7 +31,7 @@ from hpcmem.kb.errors import InputError, NotFound
 from hpcmem.kb.reader import StoreReader
 from hpcmem.kb.redact import redact_text
 from hpcmem.kb.scoring import Evidence, Probe, Variant, describe, judge, load_model
-from hpcmem.kb.rules_digest import active_rules, warn_if_stale
+from hpcmem.kb.rules_digest import warn_if_stale
 from hpcmem.kb.signatures import CONTENTLESS, FailureSignature, fingerprint, has_content, words
 from hpcmem.kb.trust import trust_level
 
@@ -209,7 +209,7 @@ class Recaller:
         text = redact_text(text)
         if not has_content(text):
             raise InputError(CONTENTLESS)
-        sig = fingerprint(text, active_rules())
+        sig = fingerprint(text)
         probe = Probe.of(text, sig)
         candidates, stages = self.candidates(probe, query)
         ranked = self._rank(candidates, query)

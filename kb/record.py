@@ -9,7 +9,6 @@ from hpcmem.kb.actions import parse_action
 from hpcmem.kb.errors import InputError, NotFound
 from hpcmem.kb.lessons import Condition, LessonDraft, record_lesson
 from hpcmem.kb.redact import redact_text
-from hpcmem.kb.rules_digest import active_rules
 from hpcmem.kb.signatures import CONTENTLESS, excerpt_template, fingerprint, has_content
 from hpcmem.kb.stack import StoreStack
 
@@ -76,7 +75,7 @@ def record(
     text = redact_text(text)
     if not has_content(text):
         raise InputError(CONTENTLESS)
-    sig = fingerprint(text, active_rules())
+    sig = fingerprint(text)
     conditions = [Condition("cluster", cluster)] if cluster else []
     if partition:
         conditions.append(Condition("partition", partition))

@@ -36,7 +36,7 @@ from hpcmem.kb.models import JobRecord, Occurrence, Signature, StoreMeta
 from hpcmem.kb.redact import redact
 from hpcmem.kb.signatures import FailureSignature as SignatureKey
 from hpcmem.kb.rules_digest import site_rules_path
-from hpcmem.kb.signatures import load_rules, signature_of_block
+from hpcmem.kb.signatures import signature_of_block
 from hpcmem.kb.sqlwrite import json_binder, time_binder
 from hpcmem.kb.store import Store
 from hpcmem.kb.types import UTCDateTime, utcnow
@@ -64,8 +64,9 @@ def _signature(message: str) -> SignatureKey:
 
 @lru_cache(maxsize=65536)
 def _signature_under(message: str, site_rules: str | None) -> SignatureKey:
-    # Failure messages repeat heavily across jobs; fingerprinting each once is enough.
-    return signature_of_block(message, load_rules(site_rules))
+    # Failure messages repeat heavily across jobs; fingerprinting each once is enough (the
+    # site's rules file is part of the key: signature_of_block reads it).
+    return signature_of_block(message)
 
 
 @lru_cache(maxsize=65536)

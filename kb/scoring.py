@@ -29,18 +29,21 @@ version_gap         how far apart such versions are: log(1 + the difference at t
                     component that differs), capped at 3
 margin              how far this lesson's similarity is ahead of the best other candidate's
 emb_cause_margin    how far this lesson's ``emb_cause`` is ahead of the best other candidate's
+                    (a candidate with no competitor gets typical leaders' margins: ``lone_margin``)
 ==================  =====================================================================
 
 A logistic regression fitted on the calibration part of the real-world corpus
-(``bench/fit_recall_model.py``, ``data/corpus/``) turns them into a probability. Two models
-are fitted: ``full`` (with the embeddings) and ``lexical`` (without), which serves the
+(``bench/fit_recall_model.py``, ``data/corpus/``), monotone in its evidence and conflict
+signals (no weight counts evidence against a lesson or a conflict for it), turns them into
+a probability. Two models are fitted: ``full`` (with the embeddings) and ``lexical`` (without), which serves the
 exact-match fast path and ``--no-model``. Bands:
 
 - **match** (probability >= ``bands.match``): apply it;
 - **related** (>= ``bands.related``): shown with what differs, never applied silently.
 
 A lesson whose fix names a token that differs from the query's (``conflict_matters``) is at
-most *related*, whatever its probability: its fix is about another library or version.
+most *related*, whatever its probability: its fix is about another library or version. It
+is *related* whenever it would match without the difference: never a silent veto.
 
 Pure Python: the exact-match path scores without numpy or the model.
 """

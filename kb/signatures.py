@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from hpcmem.kb.errors import ConfigError
+from hpcmem.kb.rules_digest import site_rules_path
 
 __all__ = [
     "FailureSignature",
@@ -793,7 +794,7 @@ def _mask_template(source: str, rule: Rule) -> str:
 
 
 def _signature(text: str, rules: tuple[Rule, ...] | None) -> FailureSignature:
-    rules = load_rules() if rules is None else rules
+    rules = load_rules(site_rules_path()) if rules is None else rules  # the site's too
     cleaned = _clean(text)
     rule, match, line = _decide(cleaned, rules)
     source = _template_source(cleaned, rule, match, line)
@@ -830,7 +831,7 @@ def normalize(text: str, rules: tuple[Rule, ...] | None = None) -> str:
 
 def categorize(text: str, rules: tuple[Rule, ...] | None = None) -> str:
     """The failure class of ``text`` (``"unknown"`` when no rule matches)."""
-    rules = load_rules() if rules is None else rules
+    rules = load_rules(site_rules_path()) if rules is None else rules  # the site's too
     rule, _match, _line = _decide(_clean(text), rules)
     return rule.category if rule is not None else UNKNOWN
 

@@ -70,3 +70,15 @@ def test_a_bad_rules_file_is_a_one_line_error_and_changes_nothing(tmp_path: Path
     assert refingerprint({})["changed"] is False  # the store was not touched
     missing = run_hpcmem("db", "refingerprint", "--scope", "lab:nope")
     assert missing.returncode == 2 and missing.stderr.startswith("Error: ")
+
+
+def test_fingerprint_command_follows_the_site_rules_file(tmp_path: Path):
+    from tests.kb.test_refingerprint import ATOMS_A
+
+    rules = tmp_path / "rules.toml"
+    rules.write_text(SITE_RULES)
+    plain = run_hpcmem("fingerprint", input=ATOMS_A + "\n")
+    site = run_hpcmem("fingerprint", input=ATOMS_A + "\n", env={"HPCMEM_RULES_FILE": str(rules)})
+    assert plain.returncode == site.returncode == 0, (plain.stderr, site.stderr)
+    assert json.loads(plain.stdout)["category"] != "lammps_lost_atoms"
+    assert json.loads(site.stdout)["category"] == "lammps_lost_atoms"
