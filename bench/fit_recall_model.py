@@ -7,6 +7,9 @@
 2. Lessons: one per known calibration class, recorded in a fresh store (recall_methods).
 3. Every calibration query's candidates (``Recaller.candidates(exhaustive=True)``) give one
    row of features per candidate lesson, labelled 1 when the lesson is of the query's class.
+   With ``--small-stores`` (an experiment, not the shipped fit), every query also meets
+   simulated small stores (``small_stores``: 1, 3 and 5 lessons, with and without its own),
+   every lesson in them a candidate, margins as recall gives them there.
 4. Two L2-regularised logistic regressions (IRLS): ``full`` and ``lexical`` (no embeddings),
    each weight held to its sign (``sign_of``: evidence never counts against a lesson, a
    conflict never for it). A query's only candidate gets the median margins of calibration
@@ -124,12 +127,16 @@ class Collected:
 
     plan: Any
     family: dict[str, str]  # query id -> family of its class
-    rows: dict[str, list[tuple[str, dict[str, float], dict[str, float]]]]
+    # query id -> its candidates in the calibration store: (lesson class, full features,
+    # lexical features, the lesson's fingerprint); "<query id>|<n>": the query's n-th
+    # simulated small store (``small_stores``)
+    rows: dict[str, list[tuple[str, dict[str, float], dict[str, float], str]]]
     idf: dict
     recollect: Any = None  # IDF table -> rows
     close: Any = None
     fold_cache: dict = field(default_factory=dict)  # training families -> rows (fold_rows)
     lone_margin: dict = field(default_factory=dict)  # the margins of a candidate without competitors
+    embedder: Any = None  # the store's encoder (experiments encode more texts with it)
 
 
 def with_idf(model, idf: dict):
@@ -149,7 +156,7 @@ def calibration_texts(cal, families: set[str] | None = None, family: dict[str, s
     return lessons + queries
 
 
-def collect(cal) -> Collected:
+def collect(cal, with_small_stores: bool = False) -> Collected:
     from hpcmem.kb.recall import RecallQuery
     from hpcmem.kb.scoring import FULL_FEATURES, LEXICAL_FEATURES, Probe
     from hpcmem.kb.signatures import fingerprint
@@ -169,21 +176,26 @@ def collect(cal) -> Collected:
     base_model = recaller.model
     probes = {q.id: (Probe.of(q.text, fingerprint(q.text)), RecallQuery(text=q.text)) for q in cal.queries}
 
+    def scored(probe, query, every_lesson: bool) -> list[tuple[str, dict, dict, str]]:
+        full, _ = recaller.candidates(probe, query, exhaustive=True, every_lesson=every_lesson)
+        lexical, _ = recaller.candidates(probe, query, exhaustive=True, lexical_only=True,
+                                         every_lesson=every_lesson)
+        lex_by_id = {c.lesson["id"]: c.evidence.features for c in lexical}
+        out = []
+        for c in full:
+            if "emb_excerpt" not in c.evidence.features:
+                raise SystemExit("no vectors: the fit needs the ml extra and the model")
+            out.append((store.lesson_class[c.lesson["id"]], dict(c.evidence.features),
+                        dict(lex_by_id[c.lesson["id"]]), c.evidence.variant.fingerprint))
+        return out
+
     def gather(table: dict | None = None) -> dict[str, list]:
         recaller.model = base_model if table is None else with_idf(base_model, table)
-        rows: dict[str, list] = {}
-        for q in cal.queries:
-            probe, query = probes[q.id]
-            full, _ = recaller.candidates(probe, query, exhaustive=True)
-            lexical, _ = recaller.candidates(probe, query, exhaustive=True, lexical_only=True)
-            lex_by_id = {c.lesson["id"]: c.evidence.features for c in lexical}
-            rows[q.id] = []
-            for c in full:
-                if "emb_excerpt" not in c.evidence.features:
-                    raise SystemExit("no vectors: the fit needs the ml extra and the model")
-                rows[q.id].append((store.lesson_class[c.lesson["id"]], dict(c.evidence.features),
-                                   dict(lex_by_id[c.lesson["id"]])))
+        rows = {q.id: scored(*probes[q.id], every_lesson=False) for q in cal.queries}
         give_lone_margins(rows, lone)
+        if with_small_stores:
+            every = {q.id: scored(*probes[q.id], every_lesson=True) for q in cal.queries}
+            rows.update(small_stores(cal, every, lone))
         return rows
 
     def close() -> None:
@@ -198,7 +210,7 @@ def collect(cal) -> Collected:
         raise
     classes, _ = load()
     family = {q.id: classes[q.cls].family for q in cal.queries}
-    return Collected(cal, family, rows, idf, gather, close, lone_margin=lone)
+    return Collected(cal, family, rows, idf, gather, close, lone_margin=lone, embedder=store.embedder)
 
 
 def give_lone_margins(rows: dict[str, list], lone: dict[str, dict[str, float]]) -> None:
@@ -224,6 +236,49 @@ def give_lone_margins(rows: dict[str, list], lone: dict[str, dict[str, float]]) 
                     feats["emb_cause_margin"] = lone[model]["emb_cause_margin"]
 
 
+SMALL_STORES = (1, 3, 5)
+
+
+def small_stores(cal, every: dict[str, list], lone: dict[str, dict[str, float]]) -> dict[str, list]:
+    """Rows of every calibration query against simulated small stores (a user's own store
+    often holds a few lessons): for each size k in ``SMALL_STORES``, one store of the query's
+    own lesson (when it has one) and k - 1 others, and one store of k other lessons, drawn
+    with a fixed seed. Each store's candidates are every lesson in it, with the margins recall
+    would give them there (``give_margins``). Fitted with the calibration store's rows, they
+    were to teach the model that being far ahead of a few unrelated lessons is weak evidence: fitted on
+    the 64-lesson store alone, it answered 4 % of foreign queries of 3- and 5-lesson stores
+    with another category's lesson. Measured (docs/benchmarks.md, "Scorer experiments"), it
+    did not: fold-honest CV fell 1.5 points and those answers did not drop, so it is not
+    shipped."""
+    import random
+
+    from hpcmem.kb.scoring import give_margins
+
+    lessons = sorted({c.name for _, c in cal.lessons})
+    out: dict[str, list] = {}
+    for q in cal.queries:
+        rng = random.Random(f"small-stores {q.id}")
+        others = [c for c in lessons if c != q.cls]
+        stores = []
+        for k in SMALL_STORES:
+            if q.cls in lessons:
+                stores.append({q.cls, *rng.sample(others, k - 1)})
+            stores.append(set(rng.sample(others, k)))
+        for n, members in enumerate(stores):
+            cands = [(cls, dict(full), dict(lex), fp) for cls, full, lex, fp in every[q.id] if cls in members]
+            for which, model in ((1, "full"), (2, "lexical")):
+                give_margins([c[which] for c in cands], [c[3] for c in cands], lone[model],
+                             with_vectors=model == "full")
+            out[f"{q.id}|{n}"] = cands
+    return out
+
+
+def simulated(rows: dict[str, list], qids) -> list[str]:
+    """The keys of the given queries' simulated small stores in ``rows``."""
+    wanted = set(qids)
+    return [key for key in rows if "|" in key and key.partition("|")[0] in wanted]
+
+
 def design(data: Collected, qids, features: tuple[str, ...], which: int,
            collected: dict | None = None) -> tuple[list, list, list]:
     """Rows, labels and owners of the given queries: (query id, lesson class, whether the
@@ -233,10 +288,10 @@ def design(data: Collected, qids, features: tuple[str, ...], which: int,
     by_id = {q.id: q for q in data.plan.queries}
     collected = data.rows if collected is None else collected
     for qid in qids:
-        for cls, full, lex in collected[qid]:
+        for cls, full, lex, _fp in collected[qid]:
             x = full if which == 0 else lex
             rows.append([x[f] for f in features])
-            labels.append(int(cls == by_id[qid].cls))
+            labels.append(int(cls == by_id[qid.partition("|")[0]].cls))
             owners.append((qid, cls, bool(full["conflict_matters"])))
     return rows, labels, owners
 
@@ -314,15 +369,30 @@ def fold_rows(data: Collected, train_families: set[str]) -> dict:
     return data.fold_cache[key]
 
 
+def logistic_scorer(rows: list, labels: list, features: tuple[str, ...], l2: float = L2):
+    """The shipped kind of model, fitted: rows -> probabilities."""
+    from hpcmem.kb.scoring import LinearModel
+
+    w, b = fit_logistic(rows, labels, l2, features)
+    model = LinearModel(features, tuple(w), b)
+    return lambda batch: [model.probability(dict(zip(features, r))) for r in batch]
+
+
 def cross_validate(data: Collected, features: tuple[str, ...], which: int = 0, folds: int = 5,
-                   seeds: int = 6, l2: float = L2, honest: bool = True) -> dict:
+                   seeds: int = 6, l2: float = L2, honest: bool = True, small: bool = True,
+                   scorer=None, more_rows=None, transform=None) -> dict:
     """Family-grouped k-fold CV: the model and its threshold are fitted on the other folds'
     queries; every query is judged once per seed. Mean of ``seeds`` fold assignments.
     ``honest``: the IDF table of each fold is computed from the training folds' texts only
-    (``fold_rows``); otherwise the table of all calibration texts serves every fold."""
+    (``fold_rows``); otherwise the table of all calibration texts serves every fold.
+    ``small``: the training queries' simulated small stores are fitted too (when collected:
+    ``--small-stores``); the test fold is judged in the calibration store.
+    Experiments (bench/scorer_experiments.py) swap parts: ``scorer(rows, labels, features)``
+    fits another kind of model; ``more_rows(train_families, which)`` adds training rows;
+    ``transform(collected)`` adds features to the collected rows."""
     import random
 
-    from hpcmem.kb.scoring import LinearModel
+    scorer = scorer or (lambda rows, labels, feats: logistic_scorer(rows, labels, feats, l2))
 
     queries = data.plan.queries
     recurrent = {q.id for q in data.plan.recurrences}
@@ -337,14 +407,20 @@ def cross_validate(data: Collected, features: tuple[str, ...], which: int = 0, f
         for k in range(folds):
             train = [q for q in queries if fold_of[data.family[q.id]] != k]
             test = [q for q in queries if fold_of[data.family[q.id]] == k]
-            collected = fold_rows(data, {f for f in families if fold_of[f] != k}) if honest else None
-            rows, labels, owners = design(data, [q.id for q in train], features, which, collected)
-            w, b = fit_logistic(rows, labels, l2, features)
-            model = LinearModel(features, tuple(w), b)
-            _, t = best_threshold(rank(owners, [model.probability(dict(zip(features, r))) for r in rows]),
-                                  train, recurrent)
+            train_families = {f for f in families if fold_of[f] != k}
+            collected = fold_rows(data, train_families) if honest else data.rows
+            collected = transform(collected) if transform else collected
+            train_ids = [q.id for q in train]
+            rows, labels, owners = design(data, train_ids, features, which, collected)
+            more, more_labels, _ = (design(data, simulated(collected, train_ids), features, which, collected)
+                                    if small else ([], [], []))
+            if more_rows:
+                extra, extra_labels = more_rows(train_families, which)
+                more, more_labels = more + extra, more_labels + extra_labels
+            model = scorer(rows + more, labels + more_labels, features)
+            _, t = best_threshold(rank(owners, model(rows)), train, recurrent)
             rows, _, owners = design(data, [q.id for q in test], features, which, collected)
-            answers.update(rank(owners, [model.probability(dict(zip(features, r))) for r in rows]))
+            answers.update(rank(owners, model(rows)))
             thresholds.update({q.id: t for q in test})
         # per-query thresholds: scale each query's top to its fold's threshold
         scaled = {qid: [(c, p - thresholds[qid] + 0.5, b) for c, p, b in hits] for qid, hits in answers.items()}
@@ -387,12 +463,16 @@ def main() -> None:
                     help="also report family-grouped 5-fold CV (6 fold seeds, fold-honest IDF; ~1 min)")
     ap.add_argument("--cv-shared-idf", action="store_true",
                     help="with --cv, also the CV whose folds share the IDF table of all calibration texts")
+    ap.add_argument("--small-stores", action="store_true",
+                    help="experiment: fit simulated small stores' rows too (not the shipped fit)")
+    ap.add_argument("--cv-without-small-stores", action="store_true",
+                    help="with --cv --small-stores, also the CV of a fit without them")
     ap.add_argument("--ceilings", action="store_true", help="also report ranking ceilings and error buckets")
     ap.add_argument("--dry-run", action="store_true", help="do not write the model")
     args = ap.parse_args()
 
     cal = plan("calibration")
-    data = collect(cal)
+    data = collect(cal, with_small_stores=args.small_stores)
     try:
         report(args, cal, data)
     finally:
@@ -407,8 +487,11 @@ def report(args, cal, data: Collected) -> None:
     qids = [q.id for q in cal.queries]
     rows_full, labels, owners = design(data, qids, FULL_FEATURES, 0)
     rows_lex, _, _ = design(data, qids, LEXICAL_FEATURES, 1)
-    w_full, b_full = fit_logistic(rows_full, labels, features=FULL_FEATURES)
-    w_lex, b_lex = fit_logistic(rows_lex, labels, features=LEXICAL_FEATURES)
+    small = simulated(data.rows, qids)
+    small_full, small_labels, _ = design(data, small, FULL_FEATURES, 0)
+    small_lex, _, _ = design(data, small, LEXICAL_FEATURES, 1)
+    w_full, b_full = fit_logistic(rows_full + small_full, labels + small_labels, features=FULL_FEATURES)
+    w_lex, b_lex = fit_logistic(rows_lex + small_lex, labels + small_labels, features=LEXICAL_FEATURES)
 
     fitted = LinearModel(FULL_FEATURES, tuple(w_full), b_full)
     answers = rank(owners, [fitted.probability(dict(zip(FULL_FEATURES, r))) for r in rows_full])
@@ -419,7 +502,8 @@ def report(args, cal, data: Collected) -> None:
         "fitted_on": {
             "part": "calibration", "date": dt.date.today().isoformat(), "lessons": len(cal.lessons),
             "recurrences": len(cal.recurrences), "no_lesson": len(cal.no_lesson), "rows": len(labels),
-            "positives": sum(labels), "calibration_decision_accuracy": round(best, 4), "l2": L2,
+            "positives": sum(labels), **({"small_stores": len(small), "small_store_rows": len(small_labels)} if small else {}),
+            "calibration_decision_accuracy": round(best, 4), "l2": L2,
         },
         "idf": data.idf,
         "models": {
@@ -438,6 +522,8 @@ def report(args, cal, data: Collected) -> None:
         print("collisions:", json.dumps(template_collisions(cal)))
     if args.cv:
         print("cv full:", json.dumps(cross_validate(data, FULL_FEATURES, 0)))
+        if args.cv_without_small_stores:
+            print("cv full (calibration store only):", json.dumps(cross_validate(data, FULL_FEATURES, 0, small=False)))
         if args.cv_shared_idf:
             print("cv full (shared IDF):", json.dumps(cross_validate(data, FULL_FEATURES, 0, honest=False)))
     if args.failures:

@@ -234,15 +234,17 @@ class Recaller:
         return result
 
     def candidates(self, probe: Probe, query: RecallQuery, *, exhaustive: bool = False,
-                   lexical_only: bool = False) -> tuple[list[Candidate], list[str]]:
+                   lexical_only: bool = False, every_lesson: bool = False) -> tuple[list[Candidate], list[str]]:
         """Scored candidates and the stages that ran. ``exhaustive`` always runs the wide
-        stage (the calibration script collects every candidate's features that way)."""
+        stage (the calibration script collects every candidate's features that way);
+        ``every_lesson`` makes every visible lesson a candidate there (the calibration script
+        simulates small stores from them: in a store of a few lessons, every one competes)."""
         found = self._exact(probe.signature, query)
         judge([c.describe(probe, self.model, with_vectors=False) for c in found], self.model, with_vectors=False)
         stages = ["exact"]
         if not exhaustive and any(c.evidence.band == "match" for c in found):
             return found, stages
-        wide = self._wide(probe, query, found)
+        wide = self._wide(probe, query, found, every_lesson=every_lesson)
         stages.append("wide")
         pool = _dedupe(found + wide)
         with_vectors = not lexical_only and self._attach_vectors(probe, pool)
@@ -289,10 +291,14 @@ class Recaller:
                 out.append(Candidate(lesson, reader.name, reader.scope, "alias"))
         return _dedupe(out)
 
-    def _wide(self, probe: Probe, query: RecallQuery, known: list[Candidate]) -> list[Candidate]:
+    def _wide(self, probe: Probe, query: RecallQuery, known: list[Candidate], *,
+              every_lesson: bool = False) -> list[Candidate]:
         out = []
         for reader in self.readers:
-            ids = self._lexical_ids(reader, probe, query) | self._vector_ids(reader, probe, query)
+            if every_lesson:
+                ids = {row[0] for row in reader.lesson_texts(LEXICAL_SCAN_LIMIT, include_expired=query.include_expired)}
+            else:
+                ids = self._lexical_ids(reader, probe, query) | self._vector_ids(reader, probe, query)
             ids -= {c.lesson["id"] for c in known if c.store == reader.name}
             for lesson in reader.lessons_by_ids(sorted(ids)):
                 if lesson["status"] == "rejected" or (lesson["status"] == "expired" and not query.include_expired):

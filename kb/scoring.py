@@ -236,26 +236,33 @@ def describe(probe: Probe, variants: list[Variant], fix: str, actions: list[dict
     return best
 
 
+def give_margins(features: list[dict[str, float]], fingerprints: list[str], lone: dict[str, float], *,
+                 with_vectors: bool) -> None:
+    """Set ``margin`` (and ``emb_cause_margin``) of each of one query's candidates: how far it
+    is ahead of the best other candidate. The calibration script gives simulated small stores
+    their margins with this too."""
+    sims = [similarity(x) for x in features]
+    for i, x in enumerate(features):
+        # Copies of one lesson in several stores (proposed, promoted) share its fingerprint
+        # and do not compete with each other.
+        rivals = [j for j in range(len(features)) if fingerprints[j] != fingerprints[i]]
+        # A lone candidate (a store with few lessons) has no one to be ahead of: it counts as
+        # a typical leader of the calibration queries, not as infinitely far ahead.
+        x["margin"] = ((sims[i] - max(sims[j] for j in rivals)) if rivals else
+                       lone.get("margin_exact" if x["exact"] else "margin", sims[i]))
+        if with_vectors:
+            # the same per feature family: is this lesson's cause the one that best describes the query?
+            x["emb_cause_margin"] = ((x["emb_cause"] - max(features[j]["emb_cause"] for j in rivals)) if rivals
+                                     else lone.get("emb_cause_margin", x["emb_cause"]))
+
+
 def judge(evidence: list[Evidence], model: RecallModel | None = None, *, with_vectors: bool) -> None:
     """Probability and band of every candidate of one query (the margin compares them)."""
     model = model or load_model()
     linear = model.full if with_vectors else model.lexical
-    lone = model.lone_margin.get("full" if with_vectors else "lexical", {})
-    sims = [similarity(e.features) for e in evidence]
-    for i, e in enumerate(evidence):
-        # Copies of one lesson in several stores (proposed, promoted) share its fingerprint
-        # and do not compete with each other.
-        others = [s for j, s in enumerate(sims) if evidence[j].variant.fingerprint != e.variant.fingerprint]
-        # A lone candidate (a store with few lessons) has no one to be ahead of: it counts as
-        # a typical leader of the calibration queries, not as infinitely far ahead.
-        e.features["margin"] = ((sims[i] - max(others)) if others else
-                                lone.get("margin_exact" if e.features["exact"] else "margin", sims[i]))
-        if with_vectors:
-            # the same per feature family: is this lesson's cause the one that best describes the query?
-            causes = [evidence[j].features["emb_cause"] for j in range(len(evidence))
-                      if evidence[j].variant.fingerprint != e.variant.fingerprint]
-            e.features["emb_cause_margin"] = ((e.features["emb_cause"] - max(causes)) if causes
-                                              else lone.get("emb_cause_margin", e.features["emb_cause"]))
+    give_margins([e.features for e in evidence], [e.variant.fingerprint for e in evidence],
+                 model.lone_margin.get("full" if with_vectors else "lexical", {}), with_vectors=with_vectors)
+    for e in evidence:
         e.probability = linear.probability(e.features)
         e.band = band(e.probability, e.comparison, model)
         if e.band is None and e.comparison.conflicts_that_matter:

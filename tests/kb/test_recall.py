@@ -283,3 +283,27 @@ def test_one_lesson_store_answers_its_own_recurrence_and_nothing_else(stack, emb
         r.close()
     assert ids(again) == [oom["lesson_id"]] and not again["abstained"]
     assert ids(other) == [] and other["abstained"]
+
+
+def test_every_lesson_makes_each_visible_lesson_a_candidate_for_the_calibration_script(stack, embedder):
+    """The fit simulates small stores from every lesson's features; the normal wide stage
+    takes only lessons that share words with the query or are its vector neighbours."""
+    from hpcmem.kb.scoring import Probe
+    from hpcmem.kb.signatures import fingerprint
+
+    stack_, config = stack
+    nccl = lesson(stack_, NCCL_A, "export NCCL_TIMEOUT=3600")
+    oom = lesson(stack_, OOM, "ask for more memory: --mem=64G")
+    gone = lesson(stack_, LIB, "module load cuda/11.0")
+    with stack_.user.session() as s:
+        s.execute(update(Lesson).where(Lesson.id == gone["lesson_id"]).values(status="rejected"))
+        s.commit()
+    r = recaller(stack_, config, embedder, allow_model=False, record_events=False)
+    probe, query = Probe.of(NCCL_B, fingerprint(NCCL_B)), RecallQuery(text=NCCL_B)
+    usual, _ = r.candidates(probe, query, exhaustive=True, lexical_only=True)
+    every, stages = r.candidates(probe, query, exhaustive=True, lexical_only=True, every_lesson=True)
+    assert {c.lesson["id"] for c in usual} == {nccl["lesson_id"]}
+    assert {c.lesson["id"] for c in every} == {nccl["lesson_id"], oom["lesson_id"]}  # never the rejected one
+    assert "wide" in stages
+    leader = next(c for c in every if c.lesson["id"] == nccl["lesson_id"])
+    assert leader.evidence.features["margin"] > 0  # ahead of the unrelated lesson it now competes with

@@ -87,3 +87,22 @@ def test_a_lone_candidate_counts_as_a_typical_leader_not_infinitely_far_ahead():
     judge([other], model, with_vectors=False)
     assert other.features["margin"] == model.lone_margin["lexical"]["margin"]
     assert other.probability < exact.probability
+
+
+def test_margins_are_against_the_best_rival_and_copies_of_one_lesson_do_not_compete():
+    from hpcmem.kb.scoring import give_margins
+
+    def x(sim: float, cause: float) -> dict:
+        return {"exact": 0.0, "lex_lesson": sim, "lex_decisive": 0.0, "emb_decisive": 0.0, "emb_excerpt": 0.0,
+                "emb_cause": cause}
+
+    rows = [x(0.9, 0.5), x(0.9, 0.5), x(0.4, 0.7), x(0.1, 0.1)]
+    give_margins(rows, ["fp-a", "fp-a", "fp-b", "fp-c"], {}, with_vectors=True)
+    assert [round(r["margin"], 6) for r in rows] == [0.5, 0.5, -0.5, -0.8]  # the copy is no rival
+    assert [round(r["emb_cause_margin"], 6) for r in rows] == [-0.2, -0.2, 0.2, -0.6]
+    alone = [x(0.3, 0.2), x(0.3, 0.2)]
+    give_margins(alone, ["fp-a", "fp-a"], {"margin": 0.25, "emb_cause_margin": 0.01}, with_vectors=True)
+    assert [(r["margin"], r["emb_cause_margin"]) for r in alone] == [(0.25, 0.01), (0.25, 0.01)]
+    lexical = [x(0.3, 0.2)]
+    give_margins(lexical, ["fp-a"], {}, with_vectors=False)
+    assert lexical[0]["margin"] == 0.3 and "emb_cause_margin" not in lexical[0]
