@@ -83,8 +83,26 @@ def risk_coverage(p, top: dict[str, tuple[str | None, float]]) -> list[dict]:
     return rows
 
 
-def run(part: str) -> dict:
-    from recall_methods import HpcmemStore, bm25_scores, hpcmem_answers, minilm_scores
+def judged(store, target, *, allow_model: bool) -> dict:
+    """hpcmem recall's answers to every query of ``target``, summarised, with its speed."""
+    from recall_methods import hpcmem_answers
+
+    t0 = time.perf_counter()
+    answers = hpcmem_answers(store, target.queries, allow_model=allow_model)
+    elapsed = (time.perf_counter() - t0) / len(target.queries)
+    answered = {qid: ((a["ranked"][0][0] if a["ranked"] and a["ranked"][0][2] == "match" else None),
+                      a["ranked"][0][1] if a["ranked"] else 0.0) for qid, a in answers.items()}
+    top = {qid: ((a["ranked"][0][0] if a["ranked"] else None), a["ranked"][0][1] if a["ranked"] else 0.0)
+           for qid, a in answers.items()}
+    ranked = {qid: [c for c, _, _ in a["ranked"]] for qid, a in answers.items()}
+    return summarise(target, answered, ranked) | {"ms_per_query": round(elapsed * 1000, 1),
+                                                  "risk_coverage": risk_coverage(target, top)}
+
+
+def run(part: str, compare: tuple[tuple[str, Path], ...] = ()) -> dict:
+    """``compare``: (label, recall_model.json) of other fits to run beside the shipped one, on
+    the same store and queries (an earlier fit, to tell a new fit's effect from the data's)."""
+    from recall_methods import HpcmemStore, bm25_scores, minilm_scores
 
     target, cal = plan(part), plan("calibration")
     out: dict = {"part": part, "lessons": len(target.lessons), "recurrences": len(target.recurrences),
@@ -95,16 +113,14 @@ def run(part: str) -> dict:
     out["record_and_embed_s"] = round(time.perf_counter() - t0, 2)
     # --no-model first: once the model has run, query vectors are cached and it would use them.
     for name, allow in (("hpcmem --no-model", False), ("hpcmem", True)):
-        t0 = time.perf_counter()
-        answers = hpcmem_answers(store, target.queries, allow_model=allow)
-        elapsed = (time.perf_counter() - t0) / len(target.queries)
-        answered = {qid: ((a["ranked"][0][0] if a["ranked"] and a["ranked"][0][2] == "match" else None),
-                          a["ranked"][0][1] if a["ranked"] else 0.0) for qid, a in answers.items()}
-        top = {qid: ((a["ranked"][0][0] if a["ranked"] else None), a["ranked"][0][1] if a["ranked"] else 0.0)
-               for qid, a in answers.items()}
-        ranked = {qid: [c for c, _, _ in a["ranked"]] for qid, a in answers.items()}
-        out[name] = summarise(target, answered, ranked) | {"ms_per_query": round(elapsed * 1000, 1),
-                                                           "risk_coverage": risk_coverage(target, top)}
+        out[name] = judged(store, target, allow_model=allow)
+    shipped = store.model
+    for label, path in compare:
+        from hpcmem.kb.scoring import load_model
+
+        store.model = load_model(str(path))
+        out[f"hpcmem ({label})"] = judged(store, target, allow_model=True)
+    store.model = shipped
     # Baselines: thresholds from the calibration part, applied to this part.
     cal_store_embedder = store.embedder
     for name, scorer in (("BM25 (raw text)", lambda pl: bm25_scores(pl)),
@@ -172,8 +188,10 @@ def main() -> None:
     ap.add_argument("--part", default="heldout", choices=("heldout", "calibration"))
     ap.add_argument("--json", type=Path)
     ap.add_argument("--write", type=Path, help="replace the Recall quality section of this markdown file")
+    ap.add_argument("--compare", nargs=2, action="append", default=[], metavar=("LABEL", "MODEL_JSON"),
+                    help="also run recall with another fit (e.g. an earlier recall_model.json)")
     args = ap.parse_args()
-    result = run(args.part)
+    result = run(args.part, tuple((label, Path(path)) for label, path in args.compare))
     print(json.dumps(result, indent=1))
     if args.json:
         args.json.write_text(json.dumps(result, indent=1))
