@@ -164,6 +164,10 @@ def markdown(result: dict) -> str:
         lines.append(f"| {row['coverage']:.0%} | " + " | ".join(f"{rc[m][i]['risk']:.3f}" for m in rc) + " |")
     hp = result["hpcmem"]
     bm25 = result.get("BM25 (raw text)")
+    compared = [m for m in methods if m.startswith("hpcmem (")]
+    if compared:
+        lines += ["", f"{', '.join(compared)}: recall with another fit (`--compare`), on the same store and "
+                  "queries, so a refit's effect is told apart from the data's."]
     lines += ["", f"hpcmem answered in {hp['ms_per_query']} ms per query with the model loaded "
               f"(`--no-model`: {result['hpcmem --no-model']['ms_per_query']} ms).", ""]
     if bm25 is not None and result["part"] == "heldout":

@@ -162,8 +162,11 @@ def run(only: tuple[str, ...]) -> list[tuple[str, dict]]:
 
 
 def markdown(results: list[tuple[str, dict]], seconds: float) -> str:
+    cal = corpus.plan("calibration")
     lines = [
         SECTION, "",
+        f"Calibration part: {len(cal.lessons)} lessons, {len(cal.recurrences)} recurrences, {len(cal.no_lesson)} "
+        "no-lesson queries. "
         "`bench/scorer_experiments.py`, calibration part only: each change to the scorer judged by the same "
         "fold-honest, family-grouped CV as the shipped fit (5 folds, 6 fold assignments, each fold's IDF table "
         "from its training folds). Per-assignment decision accuracies spread over about 3 points, so differences "
