@@ -128,7 +128,8 @@ def stores_for(cal: Plan, k: int, n_stores: int) -> list[list[int]]:
     return [sorted(rng.sample(range(len(cal.lessons)), k)) for _ in range(n_stores)]
 
 
-def run(ks: tuple[int, ...], n_foreign: int, n_stores: int) -> dict:
+def run(ks: tuple[int, ...], n_foreign: int, n_stores: int, model: str | None = None) -> dict:
+    """``model``: another recall_model.json than the shipped one."""
     from recall_methods import HpcmemStore
 
     cal = plan("calibration")
@@ -146,7 +147,7 @@ def run(ks: tuple[int, ...], n_foreign: int, n_stores: int) -> dict:
             others = [q for q in cal.queries if q.cls not in names]
             rng = random.Random(f"{SEED}-small-stores-foreign-{k}-{s}")
             foreign = sorted(rng.sample(others, min(n_foreign, len(others))), key=lambda q: q.id)
-            store = HpcmemStore(Plan("calibration", lessons=lessons))
+            store = HpcmemStore(Plan("calibration", lessons=lessons), model_path=model)
             try:
                 # --no-model first: once the model has run, the store caches the query vectors
                 # and recall without the model would use them (as bench_recall_quality.py does).
@@ -208,9 +209,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--foreign", type=int, default=40, help="foreign queries sampled per store")
     ap.add_argument("--stores", type=int, default=30, help="stores for k=3 and k=5")
     ap.add_argument("--write", type=Path, help="replace the section in this markdown file")
+    ap.add_argument("--model", help="another recall_model.json than the shipped one (not with --write)")
     args = ap.parse_args(argv)
     start = time.monotonic()
-    out = run((1, 3, 5), args.foreign, args.stores)
+    if args.model and args.write:
+        ap.error("--write documents the shipped model: leave out --model")
+    out = run((1, 3, 5), args.foreign, args.stores, args.model)
     seconds = time.monotonic() - start
     for k, size in out["sizes"].items():
         print(f"k={k}: {size['stores']} stores, {size['own']} own recurrences, {size['foreign']} foreign queries "
