@@ -132,7 +132,7 @@ def run(only: tuple[str, ...]) -> list[tuple[str, dict]]:
     data = fit.collect(cal, with_small_stores="small" in only)
     opened = [data]
     try:
-        results.append(("shipped: logistic regression, calibration store only",
+        results.append(("logistic regression (the shipped kind of scorer), calibration store only",
                         fit.cross_validate(data, FULL_FEATURES, small=False)))
         if "gbm" in only:
             for settings in GBM_SETTINGS:
