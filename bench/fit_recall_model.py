@@ -250,12 +250,11 @@ def small_stores(cal, every: dict[str, list], lone: dict[str, dict[str, float]])
     often holds a few lessons): for each size k in ``SMALL_STORES``, one store of the query's
     own lesson (when it has one) and k - 1 others, and one store of k other lessons, drawn
     with a fixed seed. Each store's candidates are every lesson in it, with the margins recall
-    would give them there (``give_margins``). Fitted with the calibration store's rows, they
-    were to teach the model that being far ahead of a few unrelated lessons is weak evidence: fitted on
-    the 64-lesson store alone, it answered 4 % of foreign queries of 3- and 5-lesson stores
-    with another category's lesson. Measured (docs/benchmarks.md, "Scorer experiments"), it
-    did not: fold-honest CV fell 1.5 points and those answers did not drop, so it is not
-    shipped."""
+    would give them there (``give_margins``). They were to teach the model that being far
+    ahead of a few unrelated lessons is weak evidence; measured (docs/benchmarks.md, "Scorer
+    experiments", "Recall with small stores"), CV fell and foreign answers in small stores did
+    not drop, so the shipped fit leaves them out.
+    Their keys in ``Collected.rows`` are "<query id>|<n>" (``simulated`` finds them)."""
     import random
 
     from hpcmem.kb.scoring import give_margins

@@ -63,8 +63,9 @@ def part_of_family(family: str) -> str:
     return PARTS[_hash("part", family) % 2]
 
 
-def has_lesson(cls: str) -> bool:
-    return _hash("known", cls) % 4 != 0  # three in four multi-instance classes get a lesson
+def has_lesson(cls: str, rotation: int = 0) -> bool:
+    # three in four multi-instance classes get a lesson (another draw for another rotation)
+    return _hash("known", cls, *((str(rotation),) if rotation else ())) % 4 != 0
 
 
 def _merges(corpus: Path) -> dict[str, str]:
@@ -111,7 +112,10 @@ def load(corpus: Path = CORPUS) -> tuple[dict[str, ErrorClass], list[Instance]]:
     return classes, sorted(instances, key=lambda i: i.id)
 
 
-def plan(part: str, corpus: Path = CORPUS) -> Plan:
+def plan(part: str, corpus: Path = CORPUS, rotation: int = 0) -> Plan:
+    """``rotation`` > 0: another plan of the same texts (fit experiments only): the
+    ``rotation``-th instance of each class is its lesson, and the draw of which classes have
+    one differs. Rotation 0 is the plan every benchmark reports."""
     classes, instances = load(corpus)
     by_class: dict[str, list[Instance]] = {}
     for inst in instances:
@@ -121,9 +125,10 @@ def plan(part: str, corpus: Path = CORPUS) -> Plan:
         cls, members = classes[name], by_class[name]
         if part_of_family(cls.family) != part:
             continue
-        if len(members) >= 2 and has_lesson(name):
-            out.lessons.append((members[0], cls))
-            out.recurrences += members[1:]
+        if len(members) >= 2 and has_lesson(name, rotation):
+            k = rotation % len(members)
+            out.lessons.append((members[k], cls))
+            out.recurrences += members[:k] + members[k + 1:]
         else:
             out.no_lesson += members
     return out

@@ -53,29 +53,6 @@ def gbm_scorer(settings: dict):
     return scorer
 
 
-def rotated_plan(rotation: int) -> corpus.Plan:
-    """The calibration part with another instance as each class's lesson and another draw of
-    the classes that have one (rotation 0 is the shipped plan)."""
-    if rotation == 0:
-        return corpus.plan("calibration")
-    classes, instances = corpus.load()
-    by_class: dict[str, list] = {}
-    for inst in instances:
-        by_class.setdefault(inst.cls, []).append(inst)
-    out = corpus.Plan("calibration")
-    for name in sorted(by_class):
-        cls, members = classes[name], by_class[name]
-        if corpus.part_of_family(cls.family) != "calibration":
-            continue
-        if len(members) >= 2 and corpus._hash("known", name, str(rotation)) % 4 != 0:
-            k = rotation % len(members)
-            out.lessons.append((members[k], cls))
-            out.recurrences += members[:k] + members[k + 1:]
-        else:
-            out.no_lesson += members
-    return out
-
-
 def rotation_rows(others: list[fit.Collected], features):
     """more_rows: the training families' queries of the other plans, in their own stores."""
     def more(train_families, which):
@@ -150,7 +127,7 @@ def run(only: tuple[str, ...]) -> list[tuple[str, dict]]:
         if "rotations" in only:
             others = []
             for rotation in (1, 2, 3):
-                others.append(fit.collect(rotated_plan(rotation)))
+                others.append(fit.collect(corpus.plan("calibration", rotation=rotation)))
                 opened.append(others[-1])
                 results.append((f"+ rows of {rotation} other plan{'s' if rotation > 1 else ''} of the same texts",
                                 fit.cross_validate(data, FULL_FEATURES, small=False,
