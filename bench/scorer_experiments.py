@@ -53,19 +53,6 @@ def gbm_scorer(settings: dict):
     return scorer
 
 
-def rotation_rows(others: list[fit.Collected], features):
-    """more_rows: the training families' queries of the other plans, in their own stores."""
-    def more(train_families, which):
-        rows, labels = [], []
-        for d in others:
-            qids = [q.id for q in d.plan.queries if d.family[q.id] in train_families]
-            r, l, _ = fit.design(d, qids, features, which, fit.fold_rows(d, train_families))
-            rows += r
-            labels += l
-        return rows, labels
-    return more
-
-
 def line_features(data: fit.Collected):
     """transform: adds the line-alignment features to every (query, lesson) row."""
     import numpy as np
@@ -131,7 +118,7 @@ def run(only: tuple[str, ...]) -> list[tuple[str, dict]]:
                 opened.append(others[-1])
                 results.append((f"+ rows of {rotation} other plan{'s' if rotation > 1 else ''} of the same texts",
                                 fit.cross_validate(data, FULL_FEATURES, small=False,
-                                                   more_rows=rotation_rows(others, FULL_FEATURES))))
+                                                   more_rows=fit.rotation_rows(others, FULL_FEATURES))))
     finally:
         for d in opened:
             d.close()

@@ -29,7 +29,8 @@ version_gap         how far apart such versions are: log(1 + the difference at t
                     component that differs), capped at 3
 margin              how far this lesson's similarity is ahead of the best other candidate's
 emb_cause_margin    how far this lesson's ``emb_cause`` is ahead of the best other candidate's
-                    (a candidate with no competitor gets typical leaders' margins: ``lone_margin``)
+                    (a candidate with no competitor gets typical leaders' margins: ``lone_margin``;
+                    no lead counts for more than a typical leader's: ``margin_cap``)
 ==================  =====================================================================
 
 A logistic regression fitted on the calibration part of the real-world corpus
@@ -95,6 +96,10 @@ class RecallModel:
     # median margins of the calibration queries' leading candidates, exact hits apart
     # ("margin_exact"; none given: ahead of nothing by its whole value).
     lone_margin: dict[str, dict[str, float]] = field(default_factory=dict)
+    # The most a lead counts, per model, in the same keys ("margin_cap"; none given: uncapped).
+    # A store of a few lessons puts any query far ahead of unrelated rivals; capped, such a
+    # lead counts as a clear leader's among many lessons, not more.
+    margin_cap: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def weight(self, word: str) -> float:
         return self.idf.get(word, self.idf_default)
@@ -114,8 +119,12 @@ def load_model(path: str = MODEL_PATH) -> RecallModel:
         full=_linear(data["models"]["full"]), lexical=_linear(data["models"]["lexical"]),
         match=float(data["bands"]["match"]), related=float(data["bands"]["related"]),
         idf=idf, idf_default=_idf(n, 0), meta=data.get("fitted_on", {}),
-        lone_margin={m: {k: float(v) for k, v in margins.items()} for m, margins in data.get("lone_margin", {}).items()},
+        lone_margin=_per_model(data.get("lone_margin", {})), margin_cap=_per_model(data.get("margin_cap", {})),
     )
+
+
+def _per_model(spec: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+    return {m: {k: float(v) for k, v in values.items()} for m, values in spec.items()}
 
 
 def _idf(documents: float, df: float) -> float:
@@ -237,10 +246,10 @@ def describe(probe: Probe, variants: list[Variant], fix: str, actions: list[dict
 
 
 def give_margins(features: list[dict[str, float]], fingerprints: list[str], lone: dict[str, float], *,
-                 with_vectors: bool) -> None:
+                 with_vectors: bool, cap: dict[str, float] | None = None) -> None:
     """Set ``margin`` (and ``emb_cause_margin``) of each of one query's candidates: how far it
-    is ahead of the best other candidate. The calibration script gives simulated small stores
-    their margins with this too."""
+    is ahead of the best other candidate, at most ``cap``'s value (``RecallModel.margin_cap``).
+    The calibration script gives simulated small stores their margins with this too."""
     sims = [similarity(x) for x in features]
     for i, x in enumerate(features):
         # Copies of one lesson in several stores (proposed, promoted) share its fingerprint
@@ -254,14 +263,26 @@ def give_margins(features: list[dict[str, float]], fingerprints: list[str], lone
             # the same per feature family: is this lesson's cause the one that best describes the query?
             x["emb_cause_margin"] = ((x["emb_cause"] - max(features[j]["emb_cause"] for j in rivals)) if rivals
                                      else lone.get("emb_cause_margin", x["emb_cause"]))
+        if cap:
+            cap_margins(x, cap)
+
+
+def cap_margins(x: dict[str, float], cap: dict[str, float]) -> None:
+    """Hold one candidate's margins to ``cap`` (keys as in ``RecallModel.lone_margin``)."""
+    limit = cap.get("margin_exact" if x["exact"] else "margin")
+    if limit is not None:
+        x["margin"] = min(x["margin"], limit)
+    if "emb_cause_margin" in x and "emb_cause_margin" in cap:
+        x["emb_cause_margin"] = min(x["emb_cause_margin"], cap["emb_cause_margin"])
 
 
 def judge(evidence: list[Evidence], model: RecallModel | None = None, *, with_vectors: bool) -> None:
     """Probability and band of every candidate of one query (the margin compares them)."""
     model = model or load_model()
     linear = model.full if with_vectors else model.lexical
+    which = "full" if with_vectors else "lexical"
     give_margins([e.features for e in evidence], [e.variant.fingerprint for e in evidence],
-                 model.lone_margin.get("full" if with_vectors else "lexical", {}), with_vectors=with_vectors)
+                 model.lone_margin.get(which, {}), with_vectors=with_vectors, cap=model.margin_cap.get(which))
     for e in evidence:
         e.probability = linear.probability(e.features)
         e.band = band(e.probability, e.comparison, model)

@@ -38,9 +38,11 @@ def test_emb_cause_and_its_margin_are_full_model_features_only():
 
 
 def test_emb_cause_margin_is_ahead_of_the_best_other_lessons_cause():
+    from dataclasses import replace
+
     from hpcmem.kb.scoring import describe, judge
 
-    model = load_model()
+    model = replace(load_model(), margin_cap={})  # the lead itself (the cap has its own test)
     query = "./a.out\nIllegal instruction (core dumped)"
     probe = Probe.of(query, fingerprint(query))
     probe.vectors = {"decisive": (1.0, 0.0, 0.0), "excerpt": (1.0, 0.0, 0.0)}
@@ -106,3 +108,46 @@ def test_margins_are_against_the_best_rival_and_copies_of_one_lesson_do_not_comp
     lexical = [x(0.3, 0.2)]
     give_margins(lexical, ["fp-a"], {}, with_vectors=False)
     assert lexical[0]["margin"] == 0.3 and "emb_cause_margin" not in lexical[0]
+
+
+def test_a_lead_counts_at_most_its_cap_and_exact_hits_have_their_own():
+    from hpcmem.kb.scoring import give_margins
+
+    def x(sim: float, cause: float, exact: float = 0.0) -> dict:
+        return {"exact": exact, "lex_lesson": sim, "lex_decisive": 0.0, "emb_decisive": 0.0, "emb_excerpt": 0.0,
+                "emb_cause": cause}
+
+    cap = {"margin": 0.2, "margin_exact": 0.6, "emb_cause_margin": 0.05}
+    rows = [x(0.9, 0.5), x(0.1, 0.1), x(0.0, 0.0)]
+    give_margins(rows, ["fp-a", "fp-b", "fp-c"], {}, with_vectors=True, cap=cap)
+    # far ahead of two unrelated lessons: the lead is held to the cap; those behind keep theirs
+    assert [round(r["margin"], 6) for r in rows] == [0.2, -0.8, -0.9]
+    assert [round(r["emb_cause_margin"], 6) for r in rows] == [0.05, -0.4, -0.5]
+    exact = [x(0.9, 0.5, exact=1.0), x(0.1, 0.1)]
+    give_margins(exact, ["fp-a", "fp-b"], {}, with_vectors=False, cap=cap)
+    assert exact[0]["margin"] == 0.6  # 1.9 - 0.1 = 1.8, held to the exact hits' cap
+
+
+def test_a_models_margin_cap_is_read_and_applied_when_judging(tmp_path):
+    import json
+
+    from hpcmem.kb.scoring import MODEL_PATH, describe, judge
+
+    spec = json.loads(open(MODEL_PATH, encoding="utf-8").read())
+    spec["margin_cap"] = {"lexical": {"margin": 0.05, "margin_exact": 0.07}}
+    path = tmp_path / "capped.json"
+    path.write_text(json.dumps(spec))
+    capped, shipped = load_model(str(path)), load_model()
+    assert capped.margin_cap["lexical"] == {"margin": 0.05, "margin_exact": 0.07}
+
+    query = "Python 3.9.7\n>>> import numpy\nIllegal instruction (core dumped)"
+    probe = Probe.of(query, fingerprint(query))
+    leads = {}
+    for name, model in (("capped", capped), ("shipped", shipped)):
+        near = describe(probe, [_variant(LESSON)], FIX, [], model, with_vectors=False)
+        far = describe(probe, [_variant("slurmstepd: error: Detected 1 oom_kill event in StepId=7.batch")], FIX, [],
+                       model, with_vectors=False)
+        judge([near, far], model, with_vectors=False)
+        leads[name] = near.features["margin"]
+    assert leads["shipped"] > 0.07  # far ahead of an unrelated lesson...
+    assert leads["capped"] == 0.07  # ...counts as the cap (an exact hit: margin_exact)
