@@ -247,12 +247,7 @@ def give_lone_margins(rows: dict[str, list], lone: dict[str, dict[str, float]]) 
     ``lone_margin`` in recall_model.json; the rows of such queries get the same here.
     ``lone`` is filled from the first collection and kept for later ones (fold-honest IDF)."""
     if not lone:
-        for which, model in enumerate(("full", "lexical")):
-            leaders = [max((c[1 + which] for c in cands), key=lambda f: f["margin"])
-                       for cands in rows.values() if len(cands) > 1]
-            values = {"margin": [f["margin"] for f in leaders if not f["exact"]],
-                      "margin_exact": [f["margin"] for f in leaders if f["exact"]],
-                      "emb_cause_margin": [f["emb_cause_margin"] for f in leaders if "emb_cause_margin" in f]}
+        for model, values in leader_margins(rows).items():
             lone[model] = {name: round(statistics.median(v), 4) for name, v in values.items() if v}
     for cands in rows.values():
         if len(cands) == 1:
@@ -266,16 +261,22 @@ def give_lone_margins(rows: dict[str, list], lone: dict[str, dict[str, float]]) 
 def margin_caps(rows: dict[str, list], quantile: float) -> dict[str, dict[str, float]]:
     """``margin_cap`` in recall_model.json: per model, that quantile of the margins of the
     leading candidates of queries with competitors (exact hits apart), as ``lone_margin``."""
-    caps = {}
+    return {model: {name: round(statistics.quantiles(v, n=100, method="inclusive")[round(quantile * 100) - 1], 4)
+                     for name, v in values.items() if len(v) > 1}
+            for model, values in leader_margins(rows).items()}
+
+
+def leader_margins(rows: dict[str, list]) -> dict[str, dict[str, list[float]]]:
+    """Per model, the margins of the leading candidates of queries with competitors: non-exact
+    and exact leaders apart ("margin", "margin_exact"), and their ``emb_cause_margin``."""
+    out = {}
     for which, model in enumerate(("full", "lexical")):
         leaders = [max((c[1 + which] for c in cands), key=lambda f: f["margin"])
                    for cands in rows.values() if len(cands) > 1]
-        values = {"margin": [f["margin"] for f in leaders if not f["exact"]],
-                  "margin_exact": [f["margin"] for f in leaders if f["exact"]],
-                  "emb_cause_margin": [f["emb_cause_margin"] for f in leaders if "emb_cause_margin" in f]}
-        caps[model] = {name: round(statistics.quantiles(v, n=100, method="inclusive")[round(quantile * 100) - 1], 4)
-                       for name, v in values.items() if len(v) > 1}
-    return caps
+        out[model] = {"margin": [f["margin"] for f in leaders if not f["exact"]],
+                      "margin_exact": [f["margin"] for f in leaders if f["exact"]],
+                      "emb_cause_margin": [f["emb_cause_margin"] for f in leaders if "emb_cause_margin" in f]}
+    return out
 
 
 SMALL_STORES = (1, 3, 5)
