@@ -26,7 +26,8 @@ fitted on four folds' queries, judged on the fifth; mean of 6 fold assignments).
 IDF table comes from its four training folds' texts only, and every query's candidates and
 features are collected again with it: the fifth fold's rare words are then as new to the
 table as the held-out part's, or a user's, are to the fitted one (``--cv-shared-idf`` also
-reports the CV whose folds share the table of all calibration texts). The stored lessons are
+reports the CV whose folds share the table of all calibration texts; ``--cv-unseen-lessons``
+the CV whose training rows leave out the candidates that are the test fold's lessons). The stored lessons are
 the same in every fold, as a store holds lessons the table has not seen. ``--ceilings``
 reports the ranking ceiling (right lesson first ignoring the threshold, recall@5 and @all of
 ``Recaller.candidates``), the four kinds of decision error, and how many queries share their
@@ -415,17 +416,20 @@ def fold_rows(data: Collected, train_families: set[str]) -> dict:
     return data.fold_cache[key]
 
 
-def rotation_rows(others: list[Collected], features: tuple[str, ...]):
+def rotation_rows(others: list[Collected], features: tuple[str, ...], unseen_lessons: bool = False):
     """``cross_validate``'s more_rows: the training families' queries of other plans of the
     calibration texts (``plan(rotation=r)``: another instance is each class's lesson, other
-    classes have lessons), each judged in its own plan's store with the fold's IDF table."""
+    classes have lessons), each judged in its own plan's store with the fold's IDF table
+    (``unseen_lessons``: without the candidates that are lessons of the test fold's families)."""
     def more(train_families, which):
         rows, labels = [], []
         for d in others:
+            family = {c.name: c.family for _, c in d.plan.lessons}
             qids = [q.id for q in d.plan.queries if d.family[q.id] in train_families]
-            r, l, _ = design(d, qids, features, which, fold_rows(d, train_families))
-            rows += r
-            labels += l
+            r, l, owners = design(d, qids, features, which, fold_rows(d, train_families))
+            keep = [i for i, o in enumerate(owners) if not unseen_lessons or family[o[1]] in train_families]
+            rows += [r[i] for i in keep]
+            labels += [l[i] for i in keep]
         return rows, labels
     return more
 
@@ -441,7 +445,7 @@ def logistic_scorer(rows: list, labels: list, features: tuple[str, ...], l2: flo
 
 def cross_validate(data: Collected, features: tuple[str, ...], which: int = 0, folds: int = 5,
                    seeds: int = 6, l2: float = L2, honest: bool = True, small: bool = True,
-                   scorer=None, more_rows=None, transform=None) -> dict:
+                   scorer=None, more_rows=None, transform=None, unseen_lessons: bool = False) -> dict:
     """Family-grouped k-fold CV: the model and its threshold are fitted on the other folds'
     queries; every query is judged once per seed. Mean of ``seeds`` fold assignments.
     ``honest``: the IDF table of each fold is computed from the training folds' texts only
@@ -450,13 +454,16 @@ def cross_validate(data: Collected, features: tuple[str, ...], which: int = 0, f
     ``--small-stores``); the test fold is judged in the calibration store.
     Experiments (bench/scorer_experiments.py) swap parts: ``scorer(rows, labels, features)``
     fits another kind of model; ``more_rows(train_families, which)`` adds training rows;
-    ``transform(collected)`` adds features to the collected rows."""
+    ``transform(collected)`` adds features to the collected rows.
+    ``unseen_lessons``: the training rows leave out candidates that are the test fold's lessons,
+    so those lessons are as new to the model as the held-out part's are to the fitted one."""
     import random
 
     scorer = scorer or (lambda rows, labels, feats: logistic_scorer(rows, labels, feats, l2))
 
     queries = data.plan.queries
     recurrent = {q.id for q in data.plan.recurrences}
+    class_family = {c.name: c.family for _, c in data.plan.lessons}
     families = sorted(set(data.family.values()))
     accs, pooled = [], []
     for seed in range(seeds):
@@ -473,6 +480,9 @@ def cross_validate(data: Collected, features: tuple[str, ...], which: int = 0, f
             collected = transform(collected) if transform else collected
             train_ids = [q.id for q in train]
             rows, labels, owners = design(data, train_ids, features, which, collected)
+            if unseen_lessons:
+                keep = [i for i, o in enumerate(owners) if class_family[o[1]] in train_families]
+                rows, labels, owners = [rows[i] for i in keep], [labels[i] for i in keep], [owners[i] for i in keep]
             more, more_labels, _ = (design(data, simulated(collected, train_ids), features, which, collected)
                                     if small else ([], [], []))
             if more_rows:
@@ -528,6 +538,8 @@ def main() -> None:
                     help="experiment: fit simulated small stores' rows too (not the shipped fit)")
     ap.add_argument("--cv-without-small-stores", action="store_true",
                     help="with --cv --small-stores, also the CV of a fit without them")
+    ap.add_argument("--cv-unseen-lessons", action="store_true",
+                    help="with --cv, also the CV whose training rows leave out the test fold's lessons")
     ap.add_argument("--ceilings", action="store_true", help="also report ranking ceilings and error buckets")
     ap.add_argument("--rotations", type=int, default=0, metavar="N",
                     help="also fit the rows of N other plans of the calibration texts")
@@ -606,6 +618,10 @@ def report(args, cal, data: Collected, others: list[Collected]) -> None:
     if args.cv:
         more = rotation_rows(others, FULL_FEATURES) if others else None
         print("cv full:", json.dumps(cross_validate(data, FULL_FEATURES, 0, more_rows=more)))
+        if args.cv_unseen_lessons:
+            more = rotation_rows(others, FULL_FEATURES, unseen_lessons=True) if others else None
+            print("cv full (unseen lessons):", json.dumps(cross_validate(data, FULL_FEATURES, 0, more_rows=more,
+                                                                         unseen_lessons=True)))
         if args.cv_without_small_stores:
             print("cv full (calibration store only):", json.dumps(cross_validate(data, FULL_FEATURES, 0, small=False)))
         if args.cv_shared_idf:
