@@ -215,9 +215,9 @@ def collect(cal, with_small_stores: bool = False, cap_quantile: float | None = N
         recaller.model = base_model if table is None else with_idf(base_model, table)
         rows = {q.id: scored(*probes[q.id], every_lesson=False) for q in cal.queries}
         give_lone_margins(rows, lone)
-        if cap_quantile is not None or caps:
-            if not caps:
-                caps.update(margin_caps(rows, cap_quantile))
+        if cap_quantile is not None and not caps:
+            caps.update(margin_caps(rows, cap_quantile))
+        if caps:
             for cands in rows.values():
                 for c in cands:
                     cap_margins(c[1], caps["full"])
@@ -424,14 +424,25 @@ def rotation_rows(others: list[Collected], features: tuple[str, ...], unseen_les
     def more(train_families, which):
         rows, labels = [], []
         for d in others:
-            family = {c.name: c.family for _, c in d.plan.lessons}
             qids = [q.id for q in d.plan.queries if d.family[q.id] in train_families]
-            r, l, owners = design(d, qids, features, which, fold_rows(d, train_families))
-            keep = [i for i, o in enumerate(owners) if not unseen_lessons or family[o[1]] in train_families]
-            rows += [r[i] for i in keep]
-            labels += [l[i] for i in keep]
+            r, l, _ = training_rows(d, qids, features, which, fold_rows(d, train_families),
+                                    train_families if unseen_lessons else None)
+            rows += r
+            labels += l
         return rows, labels
     return more
+
+
+def training_rows(data: Collected, qids, features: tuple[str, ...], which: int, collected: dict,
+                  lesson_families: set[str] | None = None) -> tuple[list, list, list]:
+    """``design``'s rows, keeping only candidates that are lessons of ``lesson_families`` when
+    given (CV with unseen lessons: the test fold's lessons are then new to the model)."""
+    rows, labels, owners = design(data, qids, features, which, collected)
+    if lesson_families is None:
+        return rows, labels, owners
+    family = {c.name: c.family for _, c in data.plan.lessons}
+    keep = [i for i, o in enumerate(owners) if family[o[1]] in lesson_families]
+    return [rows[i] for i in keep], [labels[i] for i in keep], [owners[i] for i in keep]
 
 
 def logistic_scorer(rows: list, labels: list, features: tuple[str, ...], l2: float = L2):
@@ -463,7 +474,6 @@ def cross_validate(data: Collected, features: tuple[str, ...], which: int = 0, f
 
     queries = data.plan.queries
     recurrent = {q.id for q in data.plan.recurrences}
-    class_family = {c.name: c.family for _, c in data.plan.lessons}
     families = sorted(set(data.family.values()))
     accs, pooled = [], []
     for seed in range(seeds):
@@ -479,10 +489,8 @@ def cross_validate(data: Collected, features: tuple[str, ...], which: int = 0, f
             collected = fold_rows(data, train_families) if honest else data.rows
             collected = transform(collected) if transform else collected
             train_ids = [q.id for q in train]
-            rows, labels, owners = design(data, train_ids, features, which, collected)
-            if unseen_lessons:
-                keep = [i for i, o in enumerate(owners) if class_family[o[1]] in train_families]
-                rows, labels, owners = [rows[i] for i in keep], [labels[i] for i in keep], [owners[i] for i in keep]
+            rows, labels, owners = training_rows(data, train_ids, features, which, collected,
+                                                 train_families if unseen_lessons else None)
             more, more_labels, _ = (design(data, simulated(collected, train_ids), features, which, collected)
                                     if small else ([], [], []))
             if more_rows:

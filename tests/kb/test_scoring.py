@@ -130,10 +130,11 @@ def test_a_lead_counts_at_most_its_cap_and_exact_hits_have_their_own():
 
 def test_a_models_margin_cap_is_read_and_applied_when_judging(tmp_path):
     import json
+    from pathlib import Path
 
     from hpcmem.kb.scoring import MODEL_PATH, describe, judge
 
-    spec = json.loads(open(MODEL_PATH, encoding="utf-8").read())
+    spec = json.loads(Path(MODEL_PATH).read_text(encoding="utf-8"))
     spec["margin_cap"] = {"lexical": {"margin": 0.05, "margin_exact": 0.07}}
     path = tmp_path / "capped.json"
     path.write_text(json.dumps(spec))
