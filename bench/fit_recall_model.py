@@ -19,7 +19,8 @@ Without ``--dry-run`` it writes ``--out``: by default over the shipped model.
 5. The match band's threshold maximises the calibration decision accuracy (right lesson first
    on recurrences, abstention where no lesson exists); related is half of it. As in recall,
    the answer is the most probable lesson in the match band: a lesson whose fix names a token
-   that differs from the query's is never applied, whatever its probability.
+   that differs from the query's is never applied, whatever its probability, and none is
+   when lessons of two classes tie exactly.
 
 ``--cv`` reports family-grouped 5-fold cross-validation on calibration (model and threshold
 fitted on four folds' queries, judged on the fifth; mean of 6 fold assignments). Each fold's
@@ -369,8 +370,14 @@ def decide(answers, queries, recurrent: set[str], threshold: float) -> float:
 
 def answer(hits, threshold: float):
     """What recall applies: the most probable lesson in the match band (probability at the
-    threshold, and no differing token its fix names), or None (abstained)."""
-    return next((h for h in hits if h[1] >= threshold and not h[2]), None)
+    threshold, and no differing token its fix names), or None (abstained); None too when
+    another class's lesson ties it exactly (``kb.recall.unresolved_ties``)."""
+    matching = [h for h in hits if h[1] >= threshold and not h[2]]
+    if not matching:
+        return None
+    first = matching[0]
+    tied = any(h[0] != first[0] and round(h[1], 4) == round(first[1], 4) for h in matching[1:])
+    return None if tied else first
 
 
 def outcome(q, answers, recurrent: set[str], threshold: float) -> str:
@@ -454,6 +461,38 @@ def logistic_scorer(rows: list, labels: list, features: tuple[str, ...], l2: flo
     return lambda batch: [model.probability(dict(zip(features, r))) for r in batch]
 
 
+def fit_fold(data: Collected, train_families: set[str], features: tuple[str, ...], which: int, scorer, *,
+             honest: bool = True, small: bool = True, more_rows=None, transform=None,
+             unseen_lessons: bool = False) -> tuple[dict, float]:
+    """One CV fold: model and threshold fitted on the training families' queries; the test
+    queries' ranked answers and that threshold (options as ``cross_validate``)."""
+    queries = data.plan.queries
+    recurrent = {q.id for q in data.plan.recurrences}
+    train = [q for q in queries if data.family[q.id] in train_families]
+    test = [q for q in queries if data.family[q.id] not in train_families]
+    collected = fold_rows(data, train_families) if honest else data.rows
+    collected = transform(collected) if transform else collected
+    train_ids = [q.id for q in train]
+    rows, labels, owners = training_rows(data, train_ids, features, which, collected,
+                                         train_families if unseen_lessons else None)
+    more, more_labels, _ = (design(data, simulated(collected, train_ids), features, which, collected)
+                            if small else ([], [], []))
+    if more_rows:
+        extra, extra_labels = more_rows(train_families, which)
+        more, more_labels = more + extra, more_labels + extra_labels
+    model = scorer(rows + more, labels + more_labels, features)
+    _, t = best_threshold(rank(owners, model(rows)), train, recurrent)
+    rows, _, owners = design(data, [q.id for q in test], features, which, collected)
+    return rank(owners, model(rows)), t
+
+
+def judged(answers: dict, thresholds: dict, queries, recurrent: set[str]) -> dict:
+    """``summary`` of answers whose folds chose different thresholds: each query's
+    probabilities are shifted so that its fold's threshold sits at 0.5."""
+    scaled = {qid: [(c, p - thresholds[qid] + 0.5, b) for c, p, b in hits] for qid, hits in answers.items()}
+    return summary(scaled, queries, recurrent, 0.5)
+
+
 def cross_validate(data: Collected, features: tuple[str, ...], which: int = 0, folds: int = 5,
                    seeds: int = 6, l2: float = L2, honest: bool = True, small: bool = True,
                    scorer=None, more_rows=None, transform=None, unseen_lessons: bool = False) -> dict:
@@ -483,27 +522,12 @@ def cross_validate(data: Collected, features: tuple[str, ...], which: int = 0, f
         answers: dict[str, list[tuple[str, float]]] = {}
         thresholds: dict[str, float] = {}
         for k in range(folds):
-            train = [q for q in queries if fold_of[data.family[q.id]] != k]
-            test = [q for q in queries if fold_of[data.family[q.id]] == k]
             train_families = {f for f in families if fold_of[f] != k}
-            collected = fold_rows(data, train_families) if honest else data.rows
-            collected = transform(collected) if transform else collected
-            train_ids = [q.id for q in train]
-            rows, labels, owners = training_rows(data, train_ids, features, which, collected,
-                                                 train_families if unseen_lessons else None)
-            more, more_labels, _ = (design(data, simulated(collected, train_ids), features, which, collected)
-                                    if small else ([], [], []))
-            if more_rows:
-                extra, extra_labels = more_rows(train_families, which)
-                more, more_labels = more + extra, more_labels + extra_labels
-            model = scorer(rows + more, labels + more_labels, features)
-            _, t = best_threshold(rank(owners, model(rows)), train, recurrent)
-            rows, _, owners = design(data, [q.id for q in test], features, which, collected)
-            answers.update(rank(owners, model(rows)))
-            thresholds.update({q.id: t for q in test})
-        # per-query thresholds: scale each query's top to its fold's threshold
-        scaled = {qid: [(c, p - thresholds[qid] + 0.5, b) for c, p, b in hits] for qid, hits in answers.items()}
-        s = summary(scaled, queries, recurrent, 0.5)
+            fold_answers, t = fit_fold(data, train_families, features, which, scorer, honest=honest, small=small,
+                                       more_rows=more_rows, transform=transform, unseen_lessons=unseen_lessons)
+            answers.update(fold_answers)
+            thresholds.update({qid: t for qid in fold_answers})
+        s = judged(answers, thresholds, queries, recurrent)
         accs.append(s["decision_accuracy"])
         pooled.append(s)
     mean = {k: round(sum(s[k] for s in pooled) / seeds, 4) for k in pooled[0] if k != "errors"}

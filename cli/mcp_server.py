@@ -45,7 +45,7 @@ Give `error` (the error text: a line, a traceback or the tail of the job log) or
 (a failed job hpcmem has recorded, e.g. from the Slurm epilog). Optional context
 (`partition`, `modules` as NAME/VERSION, `cluster`) ranks lessons written for the same setting first.
 
-Returns the recall document (schema 2.0, as `hpcmem recall --json`):
+Returns the recall document (schema 2.1, as `hpcmem recall --json`):
 - `matches`: stored lessons, best first. `band` "match" = this lesson applies to this failure
   (its `probability` is calibrated); "related" = similar, but something differs - read `differs`
   (e.g. your libcudart.so.12 vs the lesson's libcudart.so.11.0) before using any of it.

@@ -35,7 +35,7 @@ from hpcmem.kb.rules_digest import warn_if_stale
 from hpcmem.kb.signatures import CONTENTLESS, FailureSignature, fingerprint, has_content, words
 from hpcmem.kb.trust import trust_level
 
-RECALL_SCHEMA_VERSION = "2.0"
+RECALL_SCHEMA_VERSION = "2.1"
 
 SCOPE_ORDER = {"user": 0, "lab": 1, "cluster": 2}
 # Order among lessons that apply equally well: own store first, validated and confirmed first.
@@ -69,6 +69,7 @@ class Candidate:
     boosts: list[str] = field(default_factory=list)
     rank_score: float = 0.0
     variants: list[Variant] = field(default_factory=list)
+    tied_with: list[str] = field(default_factory=list)  # lesson ids: see unresolved_ties
     cause_vector: Any = None
 
     def __post_init__(self) -> None:
@@ -212,7 +213,7 @@ class Recaller:
         sig = fingerprint(text)
         probe = Probe.of(text, sig)
         candidates, stages = self.candidates(probe, query)
-        ranked = self._rank(candidates, query)
+        ranked = unresolved_ties(self._rank(candidates, query))
         shown = [c for c in ranked if c.evidence.band is not None][: query.limit]
         matches = [self._match_json(c) for c in shown]
         self._remember(sig, query, matches)
@@ -495,6 +496,7 @@ class Recaller:
             "matched_fingerprint": ev.variant.fingerprint,
             "matched_alias": ev.variant.fingerprint != lesson["fingerprint"],
             "differs": [d.as_dict() for d in ev.comparison.differences],
+            "tied_with": list(c.tied_with),
             "signals": {k: round(v, 4) for k, v in ev.features.items()},
             "cause": lesson["cause"],
             "fix": lesson["fix"],
@@ -516,6 +518,31 @@ class Recaller:
                 "evidence": lesson.get("evidence", []),
             },
         }
+
+
+def _rank_key(c: Candidate) -> tuple:
+    """Everything recall orders lessons by, but the lesson id (which only makes the order stable)."""
+    return (c.rank_score, SCOPE_ORDER.get(c.scope, 9), float(c.lesson.get("confidence") or 0))
+
+
+def unresolved_ties(ranked: list[Candidate]) -> list[Candidate]:
+    """Match-band lessons that the first ties on everything recall weighs, but whose fix is
+    another, are all moved to the related band (each names the others in ``tied_with``).
+
+    Two lessons recorded from the same wording for different root causes score exactly
+    alike; applying one of them would rest on their ids alone. Ranked order is kept, so the
+    related lessons still show, first."""
+    matching = [c for c in ranked if c.evidence.band == "match"]
+    if len(matching) < 2:
+        return ranked
+    first = matching[0]
+    tied = [c for c in matching if _rank_key(c) == _rank_key(first)]
+    if len({" ".join(c.lesson["fix"].split()) for c in tied}) < 2:
+        return ranked
+    for c in tied:
+        c.evidence.band = "related"
+        c.tied_with = [o.lesson["id"] for o in tied if o is not c]
+    return sorted(ranked, key=lambda c: c.evidence.band != "match")  # stable: ties keep their order
 
 
 def _dedupe(candidates: list[Candidate]) -> list[Candidate]:

@@ -69,6 +69,21 @@ def test_human_output_and_exit_codes():
     assert run_hpcmem("recall", "x", "--batch", "f.jsonl").returncode == 2
 
 
+def test_lessons_tied_with_other_fixes_are_shown_and_none_applied():
+    """One Slurm wording, two root causes recorded as two lessons: recall cannot choose, says so,
+    and exits 1 (the agent must not apply either blindly)."""
+    text = "sbatch: error: Batch job submission failed: Requested node configuration is not available"
+    cpus = record("--error", text, "--cause", "more CPUs than a node has", "--fix", "ask for at most 64 CPUs per node")
+    mem = record("--error", text, "--cause", "more memory than a node has", "--fix", "ask for at most 250G per node")
+    code, data = recall_json(text, "--no-model")
+    assert code == 1 and data["abstained"] is True
+    assert {m["lesson_id"]: m["tied_with"] for m in data["matches"]} == {
+        cpus["lesson_id"]: [mem["lesson_id"]], mem["lesson_id"]: [cpus["lesson_id"]]}
+    human = run_hpcmem("recall", text, "--no-model")
+    assert human.returncode == 1
+    assert "No stored lesson matches this failure" in human.stdout and "the text cannot choose" in human.stdout
+
+
 def test_stdin_and_log_file_inputs():
     record("--error-file", str(SAMPLES / "logs" / "fail-3.err"), "--cause", "a missing key in the batch dict",
            "--fix", "check the data loader's keys")

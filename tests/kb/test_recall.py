@@ -306,3 +306,55 @@ def test_every_lesson_makes_each_visible_lesson_a_candidate_for_the_calibration_
     assert {c.lesson["id"] for c in every} == {nccl["lesson_id"], oom["lesson_id"]}  # never the rejected one
     leader = next(c for c in every if c.lesson["id"] == nccl["lesson_id"])
     assert leader.evidence.features["margin"] > 0  # ahead of the unrelated lesson it now competes with
+
+
+NODE_CONFIG = "sbatch: error: Batch job submission failed: Requested node configuration is not available"
+
+
+@pytest.mark.parametrize("allow_model", [False, True])
+def test_lessons_that_tie_exactly_with_other_fixes_are_not_applied(stack, embedder, allow_model):
+    """Slurm words a request for too many CPUs, too much memory or an absent GPU type alike.
+    Two lessons recorded from that one wording score exactly alike; applying the first would
+    rest on random lesson ids, so both are related, each naming the other."""
+    stack_, config = stack
+    cpus = lesson(stack_, NODE_CONFIG, "ask for at most 64 CPUs per node (--cpus-per-task)")["lesson_id"]
+    mem = lesson(stack_, NODE_CONFIG, "ask for at most 250G per node (--mem)")["lesson_id"]
+    r = recaller(stack_, config, embedder, allow_model=allow_model)
+    try:
+        result = r.recall(RecallQuery(text=NODE_CONFIG))
+    finally:
+        r.close()
+    shown = {m["lesson_id"]: m for m in result["matches"]}
+    assert set(shown) == {cpus, mem} and result["abstained"] is True
+    assert all(m["band"] == "related" for m in shown.values())
+    assert shown[cpus]["tied_with"] == [mem] and shown[mem]["tied_with"] == [cpus]
+    assert shown[cpus]["probability"] == shown[mem]["probability"]
+
+
+def test_a_tie_between_lessons_with_one_fix_is_still_a_match(stack, embedder):
+    """Recorded twice with the same fix (spacing aside): nothing to choose between."""
+    stack_, config = stack
+    first = lesson(stack_, NODE_CONFIG, "ask for at most 64 CPUs per node")["lesson_id"]
+    second = lesson(stack_, NODE_CONFIG, "ask for  at most 64 CPUs\nper node")["lesson_id"]
+    r = recaller(stack_, config, embedder)
+    try:
+        result = r.recall(RecallQuery(text=NODE_CONFIG))
+    finally:
+        r.close()
+    assert set(ids(result)) == {first, second} and result["abstained"] is False
+    assert all(m["tied_with"] == [] for m in result["matches"])
+
+
+def test_scope_breaks_a_tie_before_it_is_ambiguous(stack, embedder):
+    """The user's own lesson outranks the lab's on the same evidence: that is an order recall
+    chose, not a tie, so the user's lesson is applied."""
+    stack_, config = stack
+    mine = lesson(stack_, NODE_CONFIG, "ask for at most 64 CPUs per node")["lesson_id"]
+    lesson(stack_, NODE_CONFIG, "ask for at most 250G per node", scope="lab")
+    r = recaller(stack_, config, embedder)
+    try:
+        result = r.recall(RecallQuery(text=NODE_CONFIG))
+    finally:
+        r.close()
+    assert ids(result)[0] == mine and result["abstained"] is False
+    assert all(m["tied_with"] == [] for m in result["matches"])
