@@ -49,6 +49,7 @@ Returns the recall document (schema 2.1, as `hpcmem recall --json`):
 - `matches`: stored lessons, best first. `band` "match" = this lesson applies to this failure
   (its `probability` is calibrated); "related" = similar, but something differs - read `differs`
   (e.g. your libcudart.so.12 vs the lesson's libcudart.so.11.0) before using any of it.
+  A non-empty `tied_with` names lessons that score exactly alike with other fixes: the text cannot choose.
 - `abstained` true = no stored lesson matches; do not force a related lesson onto it.
 - `advice`: general built-in advice for the failure's category, not a stored lesson.
 
