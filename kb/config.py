@@ -44,7 +44,7 @@ SCHEMA: dict[str, Any] = {
     "index": {"dir": str, "flat_max": int},
     "spool": {"dir": str, "group": str},
     "epilog": {"budget_seconds": float},
-    "recall": {"abstain_below": float, "drain_budget_seconds": float, "connect_timeout_seconds": float},
+    "recall": {"match_probability": float, "drain_budget_seconds": float, "connect_timeout_seconds": float},
     "revalidate": {"unconfirmed_days": int},
     "signatures": {"rules_file": str},
 }
@@ -102,7 +102,8 @@ def builtin_defaults(dirs: Dirs, environ: dict[str, str] | None = None) -> dict[
         "spool": {"dir": str(dirs.data / "spool")},
         "epilog": {"budget_seconds": 2.0},
         # a lab or cluster server that is down costs recall at most this, once (libpq's minimum is 2 s)
-        "recall": {"abstain_below": 0.75, "drain_budget_seconds": 0.2, "connect_timeout_seconds": 2.0},
+        # recall.match_probability is unset: the threshold fitted with the scorer applies
+        "recall": {"drain_budget_seconds": 0.2, "connect_timeout_seconds": 2.0},
         "revalidate": {"unconfirmed_days": 180},
         # a site's own failure rules (categories.toml's layout), used besides the built-in ones
         "signatures": {"rules_file": ""},
@@ -120,11 +121,19 @@ def merge(low: dict[str, Any], high: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+# Settings that must be probabilities, in (0, 1].
+PROBABILITIES = {"recall.match_probability"}
+# Keys that once existed, and what took their place.
+REPLACED = {"recall.abstain_below": "recall.match_probability (a calibrated probability; unset = the fitted threshold)"}
+
+
 def validate(tree: dict[str, Any], origin: str, schema: dict[str, Any] = SCHEMA, prefix: str = "") -> None:
     """Reject unknown keys and wrong types, naming the file and the key."""
     for key, value in tree.items():
         spec = schema.get(key, schema.get("*"))
         dotted = f"{prefix}{key}"
+        if dotted in REPLACED:
+            raise ConfigError(f"{origin}: '{dotted}' is no longer read; use {REPLACED[dotted]}")
         if spec is None:
             raise ConfigError(f"{origin}: unknown key '{dotted}'")
         if isinstance(spec, dict):
@@ -134,6 +143,8 @@ def validate(tree: dict[str, Any], origin: str, schema: dict[str, Any] = SCHEMA,
         elif spec is float:
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise ConfigError(f"{origin}: '{dotted}' must be a number")
+            if dotted in PROBABILITIES and not 0 < value <= 1:
+                raise ConfigError(f"{origin}: '{dotted}' must be a probability above 0 and at most 1")
         elif not isinstance(value, spec) or isinstance(value, bool) and spec is not bool:
             raise ConfigError(f"{origin}: '{dotted}' must be of type {spec.__name__}")
 

@@ -30,7 +30,7 @@ from typing import Any, Callable
 from hpcmem.kb.errors import InputError, NotFound
 from hpcmem.kb.reader import StoreReader
 from hpcmem.kb.redact import redact_text
-from hpcmem.kb.scoring import Evidence, Probe, Variant, describe, judge, load_model
+from hpcmem.kb.scoring import Evidence, Probe, Variant, describe, judge, load_model, with_match_probability
 from hpcmem.kb.rules_digest import warn_if_stale
 from hpcmem.kb.signatures import CONTENTLESS, FailureSignature, fingerprint, has_content, words
 from hpcmem.kb.trust import trust_level
@@ -124,7 +124,7 @@ class Recaller:
         self.record_events = record_events
         self.config = config
         self.allow_model = allow_model
-        self.model = model or load_model()
+        self.model = with_match_probability(model or load_model(), config.get("recall.match_probability"))
         self._embedder_factory = embedder_factory
         self._embedder = None
         self._model_id_cache: str | None = None

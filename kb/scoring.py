@@ -54,7 +54,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
@@ -121,6 +121,16 @@ def load_model(path: str = MODEL_PATH) -> RecallModel:
         idf=idf, idf_default=_idf(n, 0), meta=data.get("fitted_on", {}),
         lone_margin=_per_model(data.get("lone_margin", {})), margin_cap=_per_model(data.get("margin_cap", {})),
     )
+
+
+def with_match_probability(model: RecallModel, threshold: float | None) -> RecallModel:
+    """``model`` with a site's own match threshold (``recall.match_probability``); None keeps
+    the fitted one. Probabilities are calibrated, so a stricter threshold trades answers for
+    fewer wrong ones (docs/benchmarks.md, risk-coverage). The related band never starts above
+    the match band."""
+    if threshold is None:
+        return model
+    return replace(model, match=threshold, related=min(model.related, threshold))
 
 
 def _per_model(spec: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:

@@ -134,3 +134,16 @@ def test_recall_reports_a_cluster_name_slurm_disagrees_with(tmp_path):
     doc = json.loads(result.stdout)
     assert doc["query"]["cluster"] == "tiger"
     assert any("Slurm's ClusterName is 'della'" in w for w in doc["warnings"])
+
+
+def test_match_probability_is_a_probability_and_the_old_key_says_what_replaced_it(tmp_path: Path, hpcmem_home: Path):
+    good = write(tmp_path / "good.toml", "[recall]\nmatch_probability = 0.6\n")
+    assert load_config(config_file=str(good)).get("recall.match_probability") == 0.6
+    assert load_config().get("recall.match_probability") is None  # unset: the fitted threshold
+    for value in ("0", "1.5", "-0.2"):
+        bad = write(tmp_path / "bad.toml", f"[recall]\nmatch_probability = {value}\n")
+        with pytest.raises(ConfigError, match="'recall.match_probability' must be a probability"):
+            load_config(config_file=str(bad))
+    old = write(tmp_path / "old.toml", "[recall]\nabstain_below = 0.75\n")
+    with pytest.raises(ConfigError, match="'recall.abstain_below' is no longer read; use recall.match_probability"):
+        load_config(config_file=str(old))

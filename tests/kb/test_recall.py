@@ -358,3 +358,32 @@ def test_scope_breaks_a_tie_before_it_is_ambiguous(stack, embedder):
         r.close()
     assert ids(result)[0] == mine and result["abstained"] is False
     assert all(m["tied_with"] == [] for m in result["matches"])
+
+
+def test_a_sites_match_probability_moves_the_match_band(stack, embedder, tmp_path):
+    """recall.match_probability replaces the fitted threshold: a lesson just below the site's
+    threshold is related (recall abstains), the same lesson at or above it is applied."""
+    from hpcmem.kb.config import load_config
+
+    stack_, config = stack
+    nccl = lesson(stack_, NCCL_A, "raise the NCCL timeout and check the IB fabric")["lesson_id"]
+
+    def recall_with(threshold: float | None) -> dict:
+        cfg = config
+        if threshold is not None:
+            path = tmp_path / f"site-{threshold}.toml"
+            path.write_text(f"[recall]\nmatch_probability = {threshold}\n")
+            cfg = load_config(config_file=str(path))
+        r = recaller(stack_, cfg, embedder)
+        try:
+            return r.recall(RecallQuery(text=NCCL_B))
+        finally:
+            r.close()
+
+    fitted = recall_with(None)
+    p = fitted["matches"][0]["probability"]
+    assert ids(fitted) == [nccl] and p < 0.99
+    stricter = recall_with(round(p + (1 - p) / 2, 4))
+    assert stricter["abstained"] and stricter["matches"][0]["lesson_id"] == nccl
+    assert stricter["matches"][0]["band"] == "related"
+    assert ids(recall_with(round(p - 0.01, 4))) == [nccl]
