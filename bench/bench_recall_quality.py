@@ -96,7 +96,23 @@ def judged(store, target, *, allow_model: bool) -> dict:
            for qid, a in answers.items()}
     ranked = {qid: [c for c, _, _ in a["ranked"]] for qid, a in answers.items()}
     return summarise(target, answered, ranked) | {"ms_per_query": round(elapsed * 1000, 1),
-                                                  "risk_coverage": risk_coverage(target, top)}
+                                                  "risk_coverage": risk_coverage(target, top),
+                                                  "operating_points": operating_points(target, answered, ranked,
+                                                                                       store.model.match)}
+
+
+def operating_points(target, answered: dict[str, tuple[str | None, float]], ranked: dict[str, list[str]],
+                     fitted: float) -> list[dict]:
+    """What a site gets with a stricter ``recall.match_probability``: a query keeps its answer
+    when the answer's probability reaches the threshold (exactly what recall would do, since
+    a stricter threshold only takes lessons out of the match band)."""
+    rows = []
+    for t in (fitted, *(x / 10 for x in range(4, 10) if x / 10 > fitted)):
+        kept = {qid: (c if c is not None and p >= t else None, p) for qid, (c, p) in answered.items()}
+        answered_share = sum(1 for c, _ in kept.values() if c is not None) / len(kept)
+        rows.append({"match_probability": round(t, 4), "fitted": t == fitted,
+                     "answered": round(answered_share, 4)} | summarise(target, kept, ranked))
+    return rows
 
 
 def run(part: str, compare: tuple[tuple[str, Path], ...] = ()) -> dict:
@@ -164,6 +180,19 @@ def markdown(result: dict) -> str:
         lines.append(f"| {row['coverage']:.0%} | " + " | ".join(f"{rc[m][i]['risk']:.3f}" for m in rc) + " |")
     hp = result["hpcmem"]
     bm25 = result.get("BM25 (raw text)")
+    lines += ["", "hpcmem at stricter match thresholds (`recall.match_probability`, a site setting; the first row "
+              "is the fitted threshold). Computed from the same answers, not tuned here:", "",
+              "| match_probability | queries answered | known top-1 | abstention | decision accuracy | "
+              "wrong answers among answers |",
+              "| ---: | ---: | ---: | ---: | ---: | ---: |"]
+    n_rec, n_none = result["recurrences"], result["no_lesson"]
+    for row in hp["operating_points"]:
+        answers = row["answered"] * (n_rec + n_none)
+        right = row["known_top1"] * n_rec
+        wrong = (answers - right) / answers if answers else 0.0
+        label = f"{row['match_probability']:.2f}" + (" (fitted)" if row["fitted"] else "")
+        lines.append(f"| {label} | {row['answered']:.3f} | {row['known_top1']:.3f} | {row['abstention']:.3f} | "
+                     f"{row['decision_accuracy']:.3f} | {wrong:.3f} |")
     compared = [m for m in methods if m.startswith("hpcmem (")]
     if compared:
         lines += ["", f"{', '.join(compared)}: recall with another fit (`--compare`), on the same store and "
