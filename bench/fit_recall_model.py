@@ -98,17 +98,21 @@ def sign_of(feature: str) -> int:
 
 
 def fit_logistic(rows: list[list[float]], labels: list[int], l2: float = L2,
-                 features: tuple[str, ...] | None = None) -> tuple[list[float], float]:
+                 features: tuple[str, ...] | None = None,
+                 weights: list[float] | None = None) -> tuple[list[float], float]:
     """L2-regularised logistic regression (Newton-Raphson, the bias not penalised). Given the
     ``features``, each weight is held to ``sign_of`` it: a weight that comes out with the
-    wrong sign is fixed at 0 and the rest refitted, until none does (an active set)."""
+    wrong sign is fixed at 0 and the rest refitted, until none does (an active set).
+    ``weights``: one per row (default 1), scaled to sum to the number of rows."""
     import numpy as np
 
     X = np.asarray(rows, dtype=float)
+    s = np.ones(X.shape[0]) if weights is None else np.asarray(weights, dtype=float)
+    s = s * (len(s) / s.sum())
     signs = [sign_of(f) for f in features] if features else [0] * X.shape[1]
     free = list(range(X.shape[1]))
     while True:
-        w = _irls(X[:, free], np.asarray(labels, dtype=float), l2)
+        w = _irls(X[:, free], np.asarray(labels, dtype=float), l2, s)
         wrong = [i for i, v in zip(free, w[:-1]) if signs[i] * v < 0]
         if not wrong:
             break
@@ -119,7 +123,7 @@ def fit_logistic(rows: list[list[float]], labels: list[int], l2: float = L2,
     return weights, round(float(w[-1]), 6)
 
 
-def _irls(X, y, l2: float):
+def _irls(X, y, l2: float, s):
     import numpy as np
 
     X = np.hstack([X, np.ones((X.shape[0], 1))])
@@ -128,8 +132,8 @@ def _irls(X, y, l2: float):
     penalty[-1, -1] = 0.0
     for _ in range(100):
         p = 1.0 / (1.0 + np.exp(-np.clip(X @ w, -40, 40)))
-        grad = X.T @ (p - y) + penalty @ w
-        hess = X.T @ (X * (p * (1 - p))[:, None]) + penalty
+        grad = X.T @ (s * (p - y)) + penalty @ w
+        hess = X.T @ (X * (s * p * (1 - p))[:, None]) + penalty
         step = np.linalg.solve(hess, grad)
         w -= step
         if np.abs(step).max() < 1e-8:
@@ -401,6 +405,7 @@ def summary(answers, queries, recurrent: set[str], threshold: float) -> dict:
     n = len(rec)
     return {
         "decision_accuracy": round(out["right"] / len(queries), 4),
+        "class_decision_accuracy": class_accuracy(answers, queries, recurrent, threshold),
         "known_top1": round(sum(1 for q in rec if outcome(q, answers, recurrent, threshold) == "right") / n, 4),
         "abstention": round(sum(1 for q in queries if q.id not in recurrent
                                 and outcome(q, answers, recurrent, threshold) == "right")
@@ -411,6 +416,15 @@ def summary(answers, queries, recurrent: set[str], threshold: float) -> dict:
         "errors": {k: out[k] for k in ("abstained_right_top", "abstained_wrong_top", "answered_wrong",
                                          "no_lesson_answered")},
     }
+
+
+def class_accuracy(answers, queries, recurrent: set[str], threshold: float) -> float:
+    """Decision accuracy with every class counted once (the mean of its queries' accuracies):
+    a class with many collected instances does not outweigh the rest."""
+    by_class: dict[str, list[bool]] = {}
+    for q in queries:
+        by_class.setdefault(q.cls, []).append(outcome(q, answers, recurrent, threshold) == "right")
+    return round(statistics.mean(sum(v) / len(v) for v in by_class.values()), 4)
 
 
 def fold_rows(data: Collected, train_families: set[str]) -> dict:
@@ -452,18 +466,19 @@ def training_rows(data: Collected, qids, features: tuple[str, ...], which: int, 
     return [rows[i] for i in keep], [labels[i] for i in keep], [owners[i] for i in keep]
 
 
-def logistic_scorer(rows: list, labels: list, features: tuple[str, ...], l2: float = L2):
+def logistic_scorer(rows: list, labels: list, features: tuple[str, ...], l2: float = L2,
+                    weights: list[float] | None = None):
     """The shipped kind of model, fitted: rows -> probabilities."""
     from hpcmem.kb.scoring import LinearModel
 
-    w, b = fit_logistic(rows, labels, l2, features)
+    w, b = fit_logistic(rows, labels, l2, features, weights)
     model = LinearModel(features, tuple(w), b)
     return lambda batch: [model.probability(dict(zip(features, r))) for r in batch]
 
 
 def fit_fold(data: Collected, train_families: set[str], features: tuple[str, ...], which: int, scorer, *,
              honest: bool = True, small: bool = True, more_rows=None, transform=None,
-             unseen_lessons: bool = False) -> tuple[dict, float]:
+             unseen_lessons: bool = False, balance: bool = False) -> tuple[dict, float]:
     """One CV fold: model and threshold fitted on the training families' queries; the test
     queries' ranked answers and that threshold (options as ``cross_validate``)."""
     queries = data.plan.queries
@@ -480,10 +495,22 @@ def fit_fold(data: Collected, train_families: set[str], features: tuple[str, ...
     if more_rows:
         extra, extra_labels = more_rows(train_families, which)
         more, more_labels = more + extra, more_labels + extra_labels
-    model = scorer(rows + more, labels + more_labels, features)
+    if balance:
+        model = scorer(rows + more, labels + more_labels, features,
+                       weights=class_weights(data, owners) + [1.0] * len(more))
+    else:
+        model = scorer(rows + more, labels + more_labels, features)
     _, t = best_threshold(rank(owners, model(rows)), train, recurrent)
     rows, _, owners = design(data, [q.id for q in test], features, which, collected)
     return rank(owners, model(rows)), t
+
+
+def class_weights(data: Collected, owners) -> list[float]:
+    """A weight per row: 1 / (queries of the row's query's class), so that every class counts
+    once in the fit however many of its instances were collected (``--balance-classes``)."""
+    cls = {q.id: q.cls for q in data.plan.queries}
+    per_class = Counter(cls[qid] for qid in {o[0] for o in owners})
+    return [1.0 / per_class[cls[o[0]]] for o in owners]
 
 
 def judged(answers: dict, thresholds: dict, queries, recurrent: set[str]) -> dict:
@@ -495,7 +522,8 @@ def judged(answers: dict, thresholds: dict, queries, recurrent: set[str]) -> dic
 
 def cross_validate(data: Collected, features: tuple[str, ...], which: int = 0, folds: int = 5,
                    seeds: int = 6, l2: float = L2, honest: bool = True, small: bool = True,
-                   scorer=None, more_rows=None, transform=None, unseen_lessons: bool = False) -> dict:
+                   scorer=None, more_rows=None, transform=None, unseen_lessons: bool = False,
+                   balance: bool = False) -> dict:
     """Family-grouped k-fold CV: the model and its threshold are fitted on the other folds'
     queries; every query is judged once per seed. Mean of ``seeds`` fold assignments.
     ``honest``: the IDF table of each fold is computed from the training folds' texts only
@@ -509,7 +537,7 @@ def cross_validate(data: Collected, features: tuple[str, ...], which: int = 0, f
     so those lessons are as new to the model as the held-out part's are to the fitted one."""
     import random
 
-    scorer = scorer or (lambda rows, labels, feats: logistic_scorer(rows, labels, feats, l2))
+    scorer = scorer or (lambda rows, labels, feats, weights=None: logistic_scorer(rows, labels, feats, l2, weights))
 
     queries = data.plan.queries
     recurrent = {q.id for q in data.plan.recurrences}
@@ -524,7 +552,8 @@ def cross_validate(data: Collected, features: tuple[str, ...], which: int = 0, f
         for k in range(folds):
             train_families = {f for f in families if fold_of[f] != k}
             fold_answers, t = fit_fold(data, train_families, features, which, scorer, honest=honest, small=small,
-                                       more_rows=more_rows, transform=transform, unseen_lessons=unseen_lessons)
+                                       more_rows=more_rows, transform=transform, unseen_lessons=unseen_lessons,
+                                       balance=balance)
             answers.update(fold_answers)
             thresholds.update({qid: t for qid in fold_answers})
         s = judged(answers, thresholds, queries, recurrent)
@@ -577,6 +606,8 @@ def main() -> None:
                     help="also fit the rows of N other plans of the calibration texts")
     ap.add_argument("--cap-margins", type=float, default=None, metavar="Q",
                     help="hold margins to quantile Q (0-1) of the calibration leaders' margins")
+    ap.add_argument("--balance-classes", action="store_true",
+                    help="weigh each calibration query's rows by 1 / its class's queries")
     ap.add_argument("--dry-run", action="store_true", help="do not write the model")
     args = ap.parse_args()
 
@@ -612,10 +643,12 @@ def report(args, cal, data: Collected, others: list[Collected]) -> None:
         more_full += r
         more_labels += l
         more_lex += design(d, ids, LEXICAL_FEATURES, 1)[0]
+    weights = (class_weights(data, owners) + [1.0] * (len(small_labels) + len(more_labels))
+               if args.balance_classes else None)
     w_full, b_full = fit_logistic(rows_full + small_full + more_full, labels + small_labels + more_labels,
-                                  features=FULL_FEATURES)
+                                  features=FULL_FEATURES, weights=weights)
     w_lex, b_lex = fit_logistic(rows_lex + small_lex + more_lex, labels + small_labels + more_labels,
-                                features=LEXICAL_FEATURES)
+                                features=LEXICAL_FEATURES, weights=weights)
 
     fitted = LinearModel(FULL_FEATURES, tuple(w_full), b_full)
     answers = rank(owners, [fitted.probability(dict(zip(FULL_FEATURES, r))) for r in rows_full])
@@ -629,6 +662,7 @@ def report(args, cal, data: Collected, others: list[Collected]) -> None:
             "positives": sum(labels),
             **({"other_plans": len(others), "other_plan_rows": len(more_labels)} if others else {}),
             **({"small_stores": len(small), "small_store_rows": len(small_labels)} if small else {}),
+            **({"balanced_classes": True} if args.balance_classes else {}),
             "calibration_decision_accuracy": round(best, 4), "l2": L2,
         },
         "idf": data.idf,
@@ -649,7 +683,8 @@ def report(args, cal, data: Collected, others: list[Collected]) -> None:
         print("collisions:", json.dumps(template_collisions(cal)))
     if args.cv:
         more = rotation_rows(others, FULL_FEATURES) if others else None
-        print("cv full:", json.dumps(cross_validate(data, FULL_FEATURES, 0, more_rows=more)))
+        print("cv full:", json.dumps(cross_validate(data, FULL_FEATURES, 0, more_rows=more,
+                                                    balance=args.balance_classes)))
         if args.cv_unseen_lessons:
             more = rotation_rows(others, FULL_FEATURES, unseen_lessons=True) if others else None
             print("cv full (unseen lessons):", json.dumps(cross_validate(data, FULL_FEATURES, 0, more_rows=more,
