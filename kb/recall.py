@@ -14,8 +14,10 @@ fingerprint finds candidates, it does not decide.
    lexical model scores them.
 
 Each lesson gets a calibrated probability and a band: **match** (apply it) or **related**
-(shown with what differs). Below the related band it is dropped. ``abstained`` is true when
-no stored lesson is in the match band. Built-in advice (``advice``) stands apart from the
+(shown with what differs). Below the related band it is dropped. The match band starts at
+the fitted threshold, or at a site's ``recall.match_probability``. Lessons that tie the first
+exactly but prescribe another fix are all related (``tied_with``): the text cannot choose.
+``abstained`` is true when no stored lesson is in the match band. Built-in advice (``advice``) stands apart from the
 stored lessons in ``matches``. Expired and rejected lessons are never shown unless asked
 for; stale ones are shown with the reasons they went stale.
 """
