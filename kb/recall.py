@@ -265,7 +265,7 @@ class Recaller:
                                  * STATUS_WEIGHT.get(c.lesson["status"], 0.5) * (0.5 + 0.5 * confidence) + boost, 4)
         return sorted(candidates, key=lambda c: (c.evidence.band != "match", -c.rank_score,
                                                  SCOPE_ORDER.get(c.scope, 9), -float(c.lesson.get("confidence") or 0),
-                                                 c.lesson["id"]))
+                                                 -_recorded_at(c), c.lesson["id"]))
 
     def _remember(self, sig: FailureSignature, query: RecallQuery, matches: list[dict[str, Any]]) -> None:
         """Note the lesson recall put first, so later history can confirm or contradict it."""
@@ -522,8 +522,16 @@ class Recaller:
         }
 
 
+def _recorded_at(c: Candidate) -> float:
+    """When the lesson was recorded (seconds): among lessons that weigh the same, the newest
+    comes first - it was written against the cluster as it is now - and the order does not
+    depend on random lesson ids."""
+    created = c.lesson.get("created_at")
+    return created.timestamp() if isinstance(created, dt.datetime) else 0.0
+
+
 def _rank_key(c: Candidate) -> tuple:
-    """Everything recall orders lessons by, but the lesson id (which only makes the order stable)."""
+    """The evidence and preferences recall orders lessons by (not recency, not the id)."""
     return (c.rank_score, SCOPE_ORDER.get(c.scope, 9), float(c.lesson.get("confidence") or 0))
 
 

@@ -329,6 +329,7 @@ def test_lessons_that_tie_exactly_with_other_fixes_are_not_applied(stack, embedd
     assert all(m["band"] == "related" for m in shown.values())
     assert shown[cpus]["tied_with"] == [mem] and shown[mem]["tied_with"] == [cpus]
     assert shown[cpus]["probability"] == shown[mem]["probability"]
+    assert [m["lesson_id"] for m in result["matches"]] == [mem, cpus]  # the newest first, not by random id
 
 
 def test_a_tie_between_lessons_with_one_fix_is_still_a_match(stack, embedder):
@@ -341,7 +342,7 @@ def test_a_tie_between_lessons_with_one_fix_is_still_a_match(stack, embedder):
         result = r.recall(RecallQuery(text=NODE_CONFIG))
     finally:
         r.close()
-    assert set(ids(result)) == {first, second} and result["abstained"] is False
+    assert ids(result) == [second, first] and result["abstained"] is False  # the newest is applied
     assert all(m["tied_with"] == [] for m in result["matches"])
 
 
