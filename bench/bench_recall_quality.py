@@ -90,15 +90,22 @@ def judged(store, target, *, allow_model: bool) -> dict:
     t0 = time.perf_counter()
     answers = hpcmem_answers(store, target.queries, allow_model=allow_model)
     elapsed = (time.perf_counter() - t0) / len(target.queries)
-    answered = {qid: ((a["ranked"][0][0] if a["ranked"] and a["ranked"][0][2] == "match" else None),
-                      a["ranked"][0][1] if a["ranked"] else 0.0) for qid, a in answers.items()}
+    answered, ranked = applied_and_shown(answers)
     top = {qid: ((a["ranked"][0][0] if a["ranked"] else None), a["ranked"][0][1] if a["ranked"] else 0.0)
            for qid, a in answers.items()}
-    ranked = {qid: [c for c, _, _ in a["ranked"]] for qid, a in answers.items()}
     return summarise(target, answered, ranked) | {"ms_per_query": round(elapsed * 1000, 1),
                                                   "risk_coverage": risk_coverage(target, top),
                                                   "operating_points": operating_points(target, answered, ranked,
                                                                                        store.model.match)}
+
+
+def applied_and_shown(answers: dict) -> tuple[dict, dict]:
+    """From ``hpcmem_answers``: per query, (class of the lesson recall applies or None, top
+    probability), and the classes it shows, in order (``summarise``'s inputs)."""
+    answered = {qid: ((a["ranked"][0][0] if a["ranked"] and a["ranked"][0][2] == "match" else None),
+                      a["ranked"][0][1] if a["ranked"] else 0.0) for qid, a in answers.items()}
+    ranked = {qid: [c for c, _, _ in a["ranked"]] for qid, a in answers.items()}
+    return answered, ranked
 
 
 def operating_points(target, answered: dict[str, tuple[str | None, float]], ranked: dict[str, list[str]],

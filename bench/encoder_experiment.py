@@ -131,6 +131,27 @@ def best_threshold(answers, queries, recurrent) -> float:
     return max(cuts, key=lambda t: decision(answers, queries, recurrent, t))
 
 
+def calibration():
+    """The calibration plan, its texts (lessons and queries), each text's family, the
+    recurrences' ids and the families (sorted)."""
+    from recall_corpus import load
+
+    cal = plan("calibration")
+    classes, _ = load()
+    texts = [i for i, _ in cal.lessons] + cal.queries
+    family = {i.id: classes[i.cls].family for i in texts}
+    return cal, texts, family, {q.id for q in cal.recurrences}, sorted(set(family.values()))
+
+
+def training_texts(texts, family: dict[str, str], train_families: set[str]) -> dict[str, list[str]]:
+    """class -> its texts, for the classes of the training folds' families."""
+    by_class: dict[str, list[str]] = {}
+    for inst in texts:
+        if family[inst.id] in train_families:
+            by_class.setdefault(inst.cls, []).append(inst.text)
+    return by_class
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", type=int, default=1, help="fold assignments (as cross_validate)")
@@ -144,32 +165,23 @@ def main() -> None:
 
     import torch
 
-    torch.set_num_threads(2)
-    cal = plan("calibration")
-    from recall_corpus import load
+    from fit_recall_model import fold_assignment
 
-    classes, _ = load()
-    texts = [i for i, _ in cal.lessons] + cal.queries
-    family = {i.id: classes[i.cls].family for i in texts}
-    recurrent = {q.id for q in cal.recurrences}
-    families = sorted(set(family.values()))
+    torch.set_num_threads(2)
+    cal, texts, family, recurrent, families = calibration()
     model = base_model()
     base = judge(cal, model, cal.queries)
     results = {"base": [], "tuned": []}
     t0 = time.time()
     for seed in range(args.seeds):
-        order = families[:]
-        random.Random(seed).shuffle(order)
-        fold_of = {f: i % args.folds for i, f in enumerate(order)}
+        fold_of = fold_assignment(families, seed, args.folds)
         answers = {"base": {}, "tuned": {}}
         for k in range(args.folds):
-            train_q = [q for q in cal.queries if fold_of[family[q.id]] != k]
-            test_q = [q for q in cal.queries if fold_of[family[q.id]] == k]
-            by_class: dict[str, list[str]] = {}
-            for inst in texts:
-                if fold_of[family[inst.id]] != k:
-                    by_class.setdefault(inst.cls, []).append(inst.text)
-            tuned = fine_tune(model, by_class, args.epochs, args.train_layers, seed * 100 + k)
+            train_families = {f for f in families if fold_of[f] != k}
+            train_q = [q for q in cal.queries if family[q.id] in train_families]
+            test_q = [q for q in cal.queries if family[q.id] not in train_families]
+            tuned = fine_tune(model, training_texts(texts, family, train_families), args.epochs, args.train_layers,
+                              seed * 100 + k)
             tuned_train = judge(cal, tuned, train_q)
             tuned_test = judge(cal, tuned, test_q)
             for name, train_ans, test_ans in (("base", {q.id: base[q.id] for q in train_q},
@@ -200,17 +212,11 @@ def scorer_cv(args) -> None:
 
     import torch
 
-    from fit_recall_model import cross_validate, collect, fit_fold, judged, logistic_scorer
+    from fit_recall_model import collect, cross_validate, fit_fold, fold_assignment, judged, logistic_scorer
     from hpcmem.kb.scoring import FULL_FEATURES
 
     torch.set_num_threads(2)
-    cal = plan("calibration")
-    classes, _ = __import__("recall_corpus").load()
-    texts = [i for i, _ in cal.lessons] + cal.queries
-    family = {i.id: classes[i.cls].family for i in texts}
-    recurrent = {q.id for q in cal.recurrences}
-    families = sorted(set(family.values()))
-    scorer = lambda rows, labels, feats: logistic_scorer(rows, labels, feats)  # noqa: E731
+    cal, texts, family, recurrent, families = calibration()
     t0 = time.time()
     base_data = collect(cal)
     try:
@@ -220,23 +226,18 @@ def scorer_cv(args) -> None:
     model = base_model()
     tuned_runs = []
     for seed in range(args.seeds):
-        order = families[:]
-        random.Random(seed).shuffle(order)
-        fold_of = {f: i % args.folds for i, f in enumerate(order)}
+        fold_of = fold_assignment(families, seed, args.folds)
         answers, thresholds = {}, {}
         for k in range(args.folds):
             train_families = {f for f in families if fold_of[f] != k}
-            by_class: dict[str, list[str]] = {}
-            for inst in texts:
-                if family[inst.id] in train_families:
-                    by_class.setdefault(inst.cls, []).append(inst.text)
-            tuned = fine_tune(model, by_class, args.epochs, args.train_layers, seed * 100 + k)
+            tuned = fine_tune(model, training_texts(texts, family, train_families), args.epochs, args.train_layers,
+                              seed * 100 + k)
             with tempfile.TemporaryDirectory(prefix="tuned-minilm-") as d:
                 tuned.save(d)
                 os.environ["HPCMEM_MODEL_DIR"] = d
                 data = collect(cal)
                 try:
-                    fold_answers, t = fit_fold(data, train_families, FULL_FEATURES, 0, scorer)
+                    fold_answers, t = fit_fold(data, train_families, FULL_FEATURES, 0, logistic_scorer)
                 finally:
                     data.close()
                     del os.environ["HPCMEM_MODEL_DIR"]

@@ -520,6 +520,15 @@ def judged(answers: dict, thresholds: dict, queries, recurrent: set[str]) -> dic
     return summary(scaled, queries, recurrent, 0.5)
 
 
+def fold_assignment(families: list[str], seed: int, folds: int) -> dict[str, int]:
+    """family -> fold, for fold assignment ``seed`` (the families in sorted order, shuffled)."""
+    import random
+
+    order = sorted(families)
+    random.Random(seed).shuffle(order)
+    return {f: i % folds for i, f in enumerate(order)}
+
+
 def cross_validate(data: Collected, features: tuple[str, ...], which: int = 0, folds: int = 5,
                    seeds: int = 6, l2: float = L2, honest: bool = True, small: bool = True,
                    scorer=None, more_rows=None, transform=None, unseen_lessons: bool = False,
@@ -535,8 +544,6 @@ def cross_validate(data: Collected, features: tuple[str, ...], which: int = 0, f
     ``transform(collected)`` adds features to the collected rows.
     ``unseen_lessons``: the training rows leave out candidates that are the test fold's lessons,
     so those lessons are as new to the model as the held-out part's are to the fitted one."""
-    import random
-
     scorer = scorer or (lambda rows, labels, feats, weights=None: logistic_scorer(rows, labels, feats, l2, weights))
 
     queries = data.plan.queries
@@ -544,9 +551,7 @@ def cross_validate(data: Collected, features: tuple[str, ...], which: int = 0, f
     families = sorted(set(data.family.values()))
     accs, pooled = [], []
     for seed in range(seeds):
-        order = families[:]
-        random.Random(seed).shuffle(order)
-        fold_of = {f: i % folds for i, f in enumerate(order)}
+        fold_of = fold_assignment(families, seed, folds)
         answers: dict[str, list[tuple[str, float]]] = {}
         thresholds: dict[str, float] = {}
         for k in range(folds):

@@ -38,8 +38,7 @@ def confirmed_first(target: Plan) -> dict[str, str]:
 
 
 def run(part: str) -> dict:
-    from bench_recall_quality import summarise
-    from recall_methods import HpcmemStore, hpcmem_answers
+    from recall_methods import HpcmemStore
 
     from hpcmem.kb.evidence import feedback
 
@@ -52,26 +51,24 @@ def run(part: str) -> dict:
     out: dict = {"part": part, "lessons": len(target.lessons), "confirmed": len(confirm),
                  "recurrences": len(rest.recurrences), "no_lesson": len(rest.no_lesson)}
     try:
-        out["before"] = judged(store, rest, hpcmem_answers, summarise)
+        out["before"] = judged(store, rest)
         texts = {q.id: q.text for q in target.recurrences}
         t0 = time.perf_counter()
         for cls, qid in confirm.items():
             feedback(store.stack, lesson_of[cls], worked=True, actor="bench", error_text=texts[qid])
         out["feedback_s"] = round(time.perf_counter() - t0, 2)
-        out["after"] = judged(store, rest, hpcmem_answers, summarise)
-        # which recurrences the confirmations touched: those whose class had one
-        touched = Plan(part, target.lessons, [q for q in rest.recurrences if q.cls in confirm], [])
-        out["recurrences_of_confirmed_classes"] = len(touched.recurrences)
+        out["after"] = judged(store, rest)
     finally:
         store.close()
     return out
 
 
-def judged(store, target: Plan, hpcmem_answers, summarise) -> dict:
+def judged(store, target: Plan) -> dict:
+    from bench_recall_quality import applied_and_shown, summarise
+    from recall_methods import hpcmem_answers
+
     answers = hpcmem_answers(store, target.queries, allow_model=True)
-    answered = {qid: ((a["ranked"][0][0] if a["ranked"] and a["ranked"][0][2] == "match" else None),
-                      a["ranked"][0][1] if a["ranked"] else 0.0) for qid, a in answers.items()}
-    ranked = {qid: [c for c, _, _ in a["ranked"]] for qid, a in answers.items()}
+    answered, ranked = applied_and_shown(answers)
     exact = sum(1 for q in target.recurrences if answers[q.id]["stages"] == ["exact"])
     return summarise(target, answered, ranked) | {"answered_at_exact_stage": round(exact / len(target.recurrences), 4)}
 

@@ -153,7 +153,7 @@ def _render(result: dict[str, Any]) -> None:
         for d in m["differs"]:
             note = " (its fix depends on it)" if d["matters"] else ""
             lines.append(Text(f"Differs: yours {d['query']}, the lesson's {d['lesson']}{note}", style="yellow"))
-        if m.get("tied_with"):
+        if m["tied_with"]:
             lines.append(Text(f"Tied:  scores exactly like {', '.join(m['tied_with'])}, which prescribe(s) another fix; "
                               "the text cannot choose, so none is applied", style="yellow"))
         if m["conditions"]:

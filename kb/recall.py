@@ -17,8 +17,8 @@ Each lesson gets a calibrated probability and a band: **match** (apply it) or **
 (shown with what differs). Below the related band it is dropped. The match band starts at
 the fitted threshold, or at a site's ``recall.match_probability``. Lessons that tie the first
 exactly but prescribe another fix are all related (``tied_with``): the text cannot choose.
-``abstained`` is true when no stored lesson is in the match band. Built-in advice (``advice``) stands apart from the
-stored lessons in ``matches``. Expired and rejected lessons are never shown unless asked
+``abstained`` is true when no stored lesson is in the match band. Built-in advice
+(``advice``) stands apart from the stored lessons in ``matches``. Expired and rejected lessons are never shown unless asked
 for; stale ones are shown with the reasons they went stale.
 """
 
@@ -263,9 +263,8 @@ class Recaller:
             confidence = float(c.lesson.get("confidence") or 0.0)
             c.rank_score = round(c.evidence.probability * SCOPE_WEIGHT.get(c.scope, 0.9)
                                  * STATUS_WEIGHT.get(c.lesson["status"], 0.5) * (0.5 + 0.5 * confidence) + boost, 4)
-        return sorted(candidates, key=lambda c: (c.evidence.band != "match", -c.rank_score,
-                                                 SCOPE_ORDER.get(c.scope, 9), -float(c.lesson.get("confidence") or 0),
-                                                 -_recorded_at(c), c.lesson["id"]))
+        return sorted(candidates, key=lambda c: (c.evidence.band != "match", *_weighed(c), -_recorded_at(c),
+                                                 c.lesson["id"]))
 
     def _remember(self, sig: FailureSignature, query: RecallQuery, matches: list[dict[str, Any]]) -> None:
         """Note the lesson recall put first, so later history can confirm or contradict it."""
@@ -530,9 +529,10 @@ def _recorded_at(c: Candidate) -> float:
     return created.timestamp() if isinstance(created, dt.datetime) else 0.0
 
 
-def _rank_key(c: Candidate) -> tuple:
-    """The evidence and preferences recall orders lessons by (not recency, not the id)."""
-    return (c.rank_score, SCOPE_ORDER.get(c.scope, 9), float(c.lesson.get("confidence") or 0))
+def _weighed(c: Candidate) -> tuple:
+    """The evidence and preferences recall orders lessons by, best first (not recency, not the
+    id): lessons equal here tie."""
+    return (-c.rank_score, SCOPE_ORDER.get(c.scope, 9), -float(c.lesson.get("confidence") or 0))
 
 
 def unresolved_ties(ranked: list[Candidate]) -> list[Candidate]:
@@ -546,7 +546,7 @@ def unresolved_ties(ranked: list[Candidate]) -> list[Candidate]:
     if len(matching) < 2:
         return ranked
     first = matching[0]
-    tied = [c for c in matching if _rank_key(c) == _rank_key(first)]
+    tied = [c for c in matching if _weighed(c) == _weighed(first)]
     if len({" ".join(c.lesson["fix"].split()) for c in tied}) < 2:
         return ranked
     for c in tied:
