@@ -35,6 +35,10 @@ sys.path.insert(0, str(HERE))
 from recall_corpus import REPO, plan  # noqa: E402
 
 SECTION = "## Recall quality"
+# Each part reports to its own section: the held-out part's is the issue's figure; the
+# validation part's chooses between fits (its --compare rows) before the held-out run.
+SECTIONS = {"heldout": SECTION, "validation": "## Recall quality: choosing a fit (validation collection)",
+            "calibration": "## Recall quality on the calibration part (in-sample)"}
 
 
 def summarise(p, answered: dict[str, tuple[str | None, float]], ranked: dict[str, list[str]]) -> dict:
@@ -164,13 +168,15 @@ def run(part: str, compare: tuple[tuple[str, Path], ...] = ()) -> dict:
 
 def markdown(result: dict) -> str:
     methods = [k for k in result if isinstance(result[k], dict) and "known_top1" in result[k]]
+    part = result["part"]
+    command = "bench/bench_recall_quality.py" + ("" if part == "heldout" else f" --part {part}")
     lines = [
-        SECTION, "",
+        SECTIONS[part], "",
         f"Corpus part **{result['part']}** of `data/corpus/` (real error texts from public issue trackers and "
         f"documentation, see its README): {result['lessons']} recorded lessons, {result['recurrences']} "
         f"recurrences written by other people, {result['no_lesson']} failures with no lesson, "
         f"{result['classes']} classes. The scorer and every threshold were fitted on the calibration part only. "
-        "Reproduce: `.venv/bin/python bench/bench_recall_quality.py --write docs/benchmarks.md`.", "",
+        f"Reproduce: `.venv/bin/python {command} --write docs/benchmarks.md`.", "",
         "| method | known top-1 | MRR@5 | abstention (no lesson) | decision accuracy | abstained on recurrences |",
         "| --- | ---: | ---: | ---: | ---: | ---: |",
     ]
@@ -225,7 +231,7 @@ def markdown(result: dict) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--part", default="heldout", choices=("heldout", "calibration"))
+    ap.add_argument("--part", default="heldout", choices=("heldout", "calibration", "validation"))
     ap.add_argument("--json", type=Path)
     ap.add_argument("--write", type=Path, help="replace the Recall quality section of this markdown file")
     ap.add_argument("--compare", nargs=2, action="append", default=[], metavar=("LABEL", "MODEL_JSON"),
@@ -238,7 +244,7 @@ def main() -> None:
     if args.write:
         from markdown_section import write_section
 
-        write_section(args.write, SECTION, markdown(result))
+        write_section(args.write, SECTIONS[args.part], markdown(result))
 
 
 if __name__ == "__main__":

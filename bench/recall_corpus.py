@@ -9,6 +9,11 @@ instances is either *known* (its first instance, by id, is recorded as a lesson 
 class's cause and fix; the other instances are recurrences to recall) or *no-lesson* (every
 instance is a query that must be abstained on); classes with one instance are no-lesson.
 Both choices hash the family or class name with a fixed seed: stable when data is added.
+
+A third part, **validation**, is a later collection kept in its own folder
+(``data/corpus/validation/``): pages and classes no rule, feature or fit of recall was written
+or tuned on. It chooses between fits made on calibration (``bench_recall_quality.py --part
+validation --compare ...``), so that the held-out part only ever reports the one chosen.
 """
 
 from __future__ import annotations
@@ -21,7 +26,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 CORPUS = REPO / "data" / "corpus"
 SEED = "hpcmem-corpus-2026-12-01"
-PARTS = ("calibration", "heldout")
+PARTS = ("calibration", "heldout")  # the two sides of data/corpus/raw/, by family hash
+VALIDATION = "validation"  # its own folder, every family in it
 
 
 @dataclass(frozen=True)
@@ -89,12 +95,13 @@ def _united_families(raw: dict[str, dict], merge: dict[str, str]) -> dict[str, s
     return {c["family"]: find(c["family"]) for c in raw.values()}
 
 
-def load(corpus: Path = CORPUS) -> tuple[dict[str, ErrorClass], list[Instance]]:
-    """Classes (after merges.json) and instances (relabelled to the merged class)."""
-    merge = _merges(corpus)
+def load(corpus: Path = CORPUS, folder: str = "raw") -> tuple[dict[str, ErrorClass], list[Instance]]:
+    """Classes (after merges.json) and instances (relabelled to the merged class) of one
+    folder: ``raw`` (calibration and held-out) or ``validation``."""
+    merge = _merges(corpus if folder == "raw" else corpus / folder)
     raw: dict[str, dict] = {}
     instances: list[Instance] = []
-    for path in sorted((corpus / "raw").glob("*.classes.jsonl")):
+    for path in sorted((corpus / folder).glob("*.classes.jsonl")):
         for line in path.read_text(encoding="utf-8").splitlines():
             if line.strip():
                 c = json.loads(line)
@@ -102,7 +109,7 @@ def load(corpus: Path = CORPUS) -> tuple[dict[str, ErrorClass], list[Instance]]:
     family = _united_families(raw, merge)
     classes = {name: ErrorClass(name, family[c["family"]], c["cause"], c["fix"], tuple(c.get("actions") or ()))
                for name, c in raw.items() if name not in merge}
-    for path in sorted((corpus / "raw").glob("*.instances.jsonl")):
+    for path in sorted((corpus / folder).glob("*.instances.jsonl")):
         for line in path.read_text(encoding="utf-8").splitlines():
             if line.strip():
                 i = json.loads(line)
@@ -116,14 +123,16 @@ def plan(part: str, corpus: Path = CORPUS, rotation: int = 0) -> Plan:
     """``rotation`` > 0: another plan of the same texts (fit experiments only): the
     ``rotation``-th instance of each class is its lesson, and the draw of which classes have
     one differs. Rotation 0 is the plan every benchmark reports."""
-    classes, instances = load(corpus)
+    if part not in PARTS + (VALIDATION,):
+        raise ValueError(f"unknown part {part!r}")
+    classes, instances = load(corpus, VALIDATION if part == VALIDATION else "raw")
     by_class: dict[str, list[Instance]] = {}
     for inst in instances:
         by_class.setdefault(inst.cls, []).append(inst)
     out = Plan(part)
     for name in sorted(by_class):
         cls, members = classes[name], by_class[name]
-        if part_of_family(cls.family) != part:
+        if part != VALIDATION and part_of_family(cls.family) != part:
             continue
         if len(members) >= 2 and has_lesson(name, rotation):
             k = rotation % len(members)

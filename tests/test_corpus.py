@@ -21,23 +21,37 @@ def _lines(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def _domains() -> list[str]:
-    return sorted(p.name.split(".")[0] for p in (CORPUS / "raw").glob("*.instances.jsonl"))
+def _domains(folder: str) -> list[str]:
+    return sorted(p.name.split(".")[0] for p in (CORPUS / folder).glob("*.instances.jsonl"))
 
 
-@pytest.fixture(scope="module")
-def classes() -> dict[str, dict]:
+def _classes(folder: str) -> dict[str, dict]:
     out = {}
-    for path in sorted((CORPUS / "raw").glob("*.classes.jsonl")):
+    for path in sorted((CORPUS / folder).glob("*.classes.jsonl")):
         for c in _lines(path):
             assert c["class"] not in out, f"class {c['class']} defined twice"
             out[c["class"]] = c | {"_domain": path.name.split(".")[0]}
     return out
 
 
+def _instances(folder: str) -> list[dict]:
+    return [i | {"_domain": d} for d in _domains(folder) for i in _lines(CORPUS / folder / f"{d}.instances.jsonl")]
+
+
+# raw/: the calibration and held-out parts; validation/: a later collection, its own part
+@pytest.fixture(scope="module", params=["raw", "validation"])
+def folder(request) -> str:
+    return request.param
+
+
 @pytest.fixture(scope="module")
-def instances() -> list[dict]:
-    return [i | {"_domain": d} for d in _domains() for i in _lines(CORPUS / "raw" / f"{d}.instances.jsonl")]
+def classes(folder) -> dict[str, dict]:
+    return _classes(folder)
+
+
+@pytest.fixture(scope="module")
+def instances(folder) -> list[dict]:
+    return _instances(folder)
 
 
 def test_every_instance_is_complete_with_its_source(instances):
@@ -66,8 +80,10 @@ def test_instances_of_one_class_come_from_different_reports(instances):
     assert not [k for k, n in seen.items() if n > 1]
 
 
-def test_merges_join_defined_classes(classes):
-    merges = json.loads((CORPUS / "merges.json").read_text())["merge"]
+@pytest.mark.parametrize("folder", ["raw", "validation"])
+def test_merges_join_defined_classes(folder):
+    classes = _classes(folder)
+    merges = json.loads((CORPUS / ("merges.json" if folder == "raw" else "validation/merges.json")).read_text())["merge"]
     for a, b in merges.items():
         assert a in classes and b in classes and a != b, (a, b)
 
@@ -86,3 +102,21 @@ def test_the_corpus_meets_the_sizes_issue_10_asks_for_and_the_split_keeps_famili
                 for name, p in parts.items()}
     assert not families["calibration"] & families["heldout"]
     assert sum(len(p.queries) + len(p.lessons) for p in parts.values()) == len(instances)
+
+
+def test_the_validation_part_is_independent_of_the_other_two():
+    """Its pages are not used by calibration or held-out, and its plan is all of its texts."""
+    sys.path.insert(0, str(CORPUS.parents[1] / "bench"))
+    from recall_corpus import load, plan
+
+    def page(url: str) -> str:
+        return url.split("#")[0].rstrip("/")
+
+    raw_pages = {page(i["source"]) for i in _instances("raw")}
+    validation = _instances("validation")
+    assert len(validation) >= 150
+    assert not {page(i["source"]) for i in validation} & raw_pages
+    _, instances = load(folder="validation")
+    part = plan("validation")
+    assert len(part.lessons) >= 20 and len(part.recurrences) >= 50 and len(part.no_lesson) >= 20
+    assert len(part.queries) + len(part.lessons) == len(instances) == len(validation)
