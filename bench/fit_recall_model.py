@@ -613,8 +613,16 @@ def main() -> None:
                     help="hold margins to quantile Q (0-1) of the calibration leaders' margins")
     ap.add_argument("--balance-classes", action="store_true",
                     help="weigh each calibration query's rows by 1 / its class's queries")
+    ap.add_argument("--l2", type=float, default=L2, help=f"L2 penalty of both models (default {L2})")
+    ap.add_argument("--without", default="", metavar="F1,F2",
+                    help="experiment: fit both models without these features (kb/scoring.FULL_FEATURES)")
     ap.add_argument("--dry-run", action="store_true", help="do not write the model")
     args = ap.parse_args()
+    from hpcmem.kb.scoring import FULL_FEATURES
+
+    unknown = set(filter(None, args.without.split(","))) - set(FULL_FEATURES)
+    if unknown:
+        ap.error(f"--without: unknown features {sorted(unknown)}")
 
     cal = plan("calibration")
     data = collect(cal, with_small_stores=args.small_stores, cap_quantile=args.cap_margins)
@@ -630,7 +638,12 @@ def main() -> None:
 
 def report(args, cal, data: Collected, others: list[Collected]) -> None:
     from hpcmem.kb import scoring
-    from hpcmem.kb.scoring import FULL_FEATURES, LEXICAL_FEATURES, LinearModel
+    from hpcmem.kb.scoring import LinearModel
+
+    dropped = set(filter(None, args.without.split(",")))
+    FULL_FEATURES = tuple(f for f in scoring.FULL_FEATURES if f not in dropped)
+    LEXICAL_FEATURES = tuple(f for f in scoring.LEXICAL_FEATURES if f not in dropped)
+    l2 = args.l2
 
     recurrent = {q.id for q in cal.recurrences}
     qids = [q.id for q in cal.queries]
@@ -650,9 +663,9 @@ def report(args, cal, data: Collected, others: list[Collected]) -> None:
         more_lex += design(d, ids, LEXICAL_FEATURES, 1)[0]
     weights = (class_weights(data, owners) + [1.0] * (len(small_labels) + len(more_labels))
                if args.balance_classes else None)
-    w_full, b_full = fit_logistic(rows_full + small_full + more_full, labels + small_labels + more_labels,
+    w_full, b_full = fit_logistic(rows_full + small_full + more_full, labels + small_labels + more_labels, l2,
                                   features=FULL_FEATURES, weights=weights)
-    w_lex, b_lex = fit_logistic(rows_lex + small_lex + more_lex, labels + small_labels + more_labels,
+    w_lex, b_lex = fit_logistic(rows_lex + small_lex + more_lex, labels + small_labels + more_labels, l2,
                                 features=LEXICAL_FEATURES, weights=weights)
 
     fitted = LinearModel(FULL_FEATURES, tuple(w_full), b_full)
@@ -668,7 +681,8 @@ def report(args, cal, data: Collected, others: list[Collected]) -> None:
             **({"other_plans": len(others), "other_plan_rows": len(more_labels)} if others else {}),
             **({"small_stores": len(small), "small_store_rows": len(small_labels)} if small else {}),
             **({"balanced_classes": True} if args.balance_classes else {}),
-            "calibration_decision_accuracy": round(best, 4), "l2": L2,
+            **({"without": sorted(dropped)} if dropped else {}),
+            "calibration_decision_accuracy": round(best, 4), "l2": l2,
         },
         "idf": data.idf,
         "models": {
@@ -688,7 +702,7 @@ def report(args, cal, data: Collected, others: list[Collected]) -> None:
         print("collisions:", json.dumps(template_collisions(cal)))
     if args.cv:
         more = rotation_rows(others, FULL_FEATURES) if others else None
-        print("cv full:", json.dumps(cross_validate(data, FULL_FEATURES, 0, more_rows=more,
+        print("cv full:", json.dumps(cross_validate(data, FULL_FEATURES, 0, more_rows=more, l2=l2,
                                                     balance=args.balance_classes)))
         if args.cv_unseen_lessons:
             more = rotation_rows(others, FULL_FEATURES, unseen_lessons=True) if others else None
