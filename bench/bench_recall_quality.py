@@ -231,12 +231,14 @@ def markdown(result: dict) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--part", default="heldout", choices=("heldout", "calibration", "validation"))
+    ap.add_argument("--part", default="heldout", choices=("heldout", "calibration", "validation", "validation:a", "validation:b"))
     ap.add_argument("--json", type=Path)
     ap.add_argument("--write", type=Path, help="replace the Recall quality section of this markdown file")
     ap.add_argument("--compare", nargs=2, action="append", default=[], metavar=("LABEL", "MODEL_JSON"),
                     help="also run recall with another fit (e.g. an earlier recall_model.json)")
     args = ap.parse_args()
+    if args.write and args.part not in SECTIONS:
+        ap.error("--write: a half of the validation part has no section of its own")
     result = run(args.part, tuple((label, Path(path)) for label, path in args.compare))
     print(json.dumps(result, indent=1))
     if args.json:

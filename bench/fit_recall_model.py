@@ -69,7 +69,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from recall_corpus import REPO, load, plan  # noqa: E402
+from recall_corpus import REPO, combined, plan  # noqa: E402
 
 OUT = REPO / "kb" / "rules" / "recall_model.json"
 L2 = 1.0
@@ -243,8 +243,7 @@ def collect(cal, with_small_stores: bool = False, cap_quantile: float | None = N
     except BaseException:
         close()
         raise
-    classes, _ = load()
-    family = {q.id: classes[q.cls].family for q in cal.queries}
+    family = {q.id: cal.family[q.cls] for q in cal.queries}
     return Collected(cal, family, rows, idf, gather, close, lone_margin=lone, margin_cap=caps,
                      embedder=store.embedder)
 
@@ -616,20 +615,25 @@ def main() -> None:
     ap.add_argument("--l2", type=float, default=L2, help=f"L2 penalty of both models (default {L2})")
     ap.add_argument("--without", default="", metavar="F1,F2",
                     help="experiment: fit both models without these features (kb/scoring.FULL_FEATURES)")
+    ap.add_argument("--parts", default="calibration", metavar="P1,P2",
+                    help="fit on these parts together (calibration, validation, validation:a|b); never heldout")
     ap.add_argument("--dry-run", action="store_true", help="do not write the model")
     args = ap.parse_args()
+    parts = args.parts.split(",")
+    if any(p.startswith("heldout") for p in parts):
+        ap.error("--parts: the held-out part only ever reports")
     from hpcmem.kb.scoring import FULL_FEATURES
 
     unknown = set(filter(None, args.without.split(","))) - set(FULL_FEATURES)
     if unknown:
         ap.error(f"--without: unknown features {sorted(unknown)}")
 
-    cal = plan("calibration")
+    cal = combined([plan(p) for p in parts])
     data = collect(cal, with_small_stores=args.small_stores, cap_quantile=args.cap_margins)
     others: list[Collected] = []
     try:
         for rotation in range(1, args.rotations + 1):
-            others.append(collect(plan("calibration", rotation=rotation), caps=data.margin_cap))
+            others.append(collect(combined([plan(p, rotation=rotation) for p in parts]), caps=data.margin_cap))
         report(args, cal, data, others)
     finally:
         for d in [data, *others]:
@@ -675,7 +679,7 @@ def report(args, cal, data: Collected, others: list[Collected]) -> None:
     model = {
         "version": 1,
         "fitted_on": {
-            "part": "calibration", "date": dt.date.today().isoformat(), "lessons": len(cal.lessons),
+            "part": cal.part, "date": dt.date.today().isoformat(), "lessons": len(cal.lessons),
             "recurrences": len(cal.recurrences), "no_lesson": len(cal.no_lesson), "rows": len(labels),
             "positives": sum(labels),
             **({"other_plans": len(others), "other_plan_rows": len(more_labels)} if others else {}),

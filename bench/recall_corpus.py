@@ -55,6 +55,7 @@ class Plan:
     lessons: list[tuple[Instance, ErrorClass]] = field(default_factory=list)  # recorded
     recurrences: list[Instance] = field(default_factory=list)  # a lesson of their class exists
     no_lesson: list[Instance] = field(default_factory=list)  # no lesson of their class exists
+    family: dict[str, str] = field(default_factory=dict)  # class name -> its family
 
     @property
     def queries(self) -> list[Instance]:
@@ -119,25 +120,47 @@ def load(corpus: Path = CORPUS, folder: str = "raw") -> tuple[dict[str, ErrorCla
     return classes, sorted(instances, key=lambda i: i.id)
 
 
+def half_of_family(family: str) -> str:
+    return "ab"[_hash("half", family) % 2]
+
+
 def plan(part: str, corpus: Path = CORPUS, rotation: int = 0) -> Plan:
     """``rotation`` > 0: another plan of the same texts (fit experiments only): the
     ``rotation``-th instance of each class is its lesson, and the draw of which classes have
-    one differs. Rotation 0 is the plan every benchmark reports."""
-    if part not in PARTS + (VALIDATION,):
+    one differs. Rotation 0 is the plan every benchmark reports. ``validation:a`` and
+    ``validation:b`` are the validation part's two halves, by family (a seeded hash): fitted
+    on one, judged on the other, they tell whether fitting on more collected data helps."""
+    whole, _, half = part.partition(":")
+    if whole not in PARTS + (VALIDATION,) or half not in ("", "a", "b") or (half and whole != VALIDATION):
         raise ValueError(f"unknown part {part!r}")
-    classes, instances = load(corpus, VALIDATION if part == VALIDATION else "raw")
+    classes, instances = load(corpus, VALIDATION if whole == VALIDATION else "raw")
     by_class: dict[str, list[Instance]] = {}
     for inst in instances:
         by_class.setdefault(inst.cls, []).append(inst)
     out = Plan(part)
     for name in sorted(by_class):
         cls, members = classes[name], by_class[name]
-        if part != VALIDATION and part_of_family(cls.family) != part:
+        if whole != VALIDATION and part_of_family(cls.family) != part:
             continue
+        if half and half_of_family(cls.family) != half:
+            continue
+        out.family[name] = cls.family
         if len(members) >= 2 and has_lesson(name, rotation):
             k = rotation % len(members)
             out.lessons.append((members[k], cls))
             out.recurrences += members[:k] + members[k + 1:]
         else:
             out.no_lesson += members
+    return out
+
+
+def combined(plans: list[Plan]) -> Plan:
+    """One plan of several parts (a fit on more than calibration): their lessons share a store.
+    A class both parts define (one cause, collected twice) keeps the first part's family."""
+    out = Plan("+".join(p.part for p in plans))
+    for p in plans:
+        out.lessons += p.lessons
+        out.recurrences += p.recurrences
+        out.no_lesson += p.no_lesson
+        out.family = p.family | out.family
     return out
