@@ -159,6 +159,7 @@ class Collected:
     close: Any = None
     fold_cache: dict = field(default_factory=dict)  # training families -> rows (fold_rows)
     lone_margin: dict = field(default_factory=dict)  # the margins of a candidate without competitors
+    bm25: dict = field(default_factory=dict)  # lex_shared's length normalisation (bm25_lengths)
     margin_cap: dict = field(default_factory=dict)  # the most a lead counts (``--cap-margins``)
     embedder: Any = None  # the store's encoder (experiments encode more texts with it)
 
@@ -189,10 +190,11 @@ def collect(cal, with_small_stores: bool = False, cap_quantile: float | None = N
     from hpcmem.kb.signatures import fingerprint
 
     idf = idf_table(calibration_texts(cal))
+    bm25 = bm25_lengths(cal)
     zero = {"features": list(FULL_FEATURES), "weights": [0.0] * len(FULL_FEATURES), "bias": 0.0}
     provisional = {"idf": idf, "models": {"full": zero, "lexical": {**zero, "features": list(LEXICAL_FEATURES),
                                                                       "weights": [0.0] * len(LEXICAL_FEATURES)}},
-                   "bands": {"match": 0.5, "related": 0.25}}
+                   "bands": {"match": 0.5, "related": 0.25}, "bm25": bm25}
     tmp = Path(tempfile.mkdtemp()) / "provisional.json"
     tmp.write_text(json.dumps(provisional))
 
@@ -245,7 +247,16 @@ def collect(cal, with_small_stores: bool = False, cap_quantile: float | None = N
         raise
     family = {q.id: cal.family[q.cls] for q in cal.queries}
     return Collected(cal, family, rows, idf, gather, close, lone_margin=lone, margin_cap=caps,
-                     embedder=store.embedder)
+                     embedder=store.embedder, bm25=bm25)
+
+
+def bm25_lengths(cal) -> dict[str, float]:
+    """``lex_shared``'s length normalisation: the lessons' mean excerpt length in distinct words."""
+    from hpcmem.kb.scoring import BM25_DEFAULTS
+    from hpcmem.kb.signatures import excerpt_template, words
+
+    sizes = [len(set(words(excerpt_template(i.text)))) for i, _ in cal.lessons]
+    return BM25_DEFAULTS | {"average_words": round(sum(sizes) / len(sizes), 2)}
 
 
 def give_lone_margins(rows: dict[str, list], lone: dict[str, dict[str, float]]) -> None:
@@ -695,6 +706,7 @@ def report(args, cal, data: Collected, others: list[Collected]) -> None:
         },
         "bands": {"match": match, "related": round(match / 2, 3)},
         "lone_margin": data.lone_margin,
+        "bm25": data.bm25,
         **({"margin_cap": data.margin_cap} if data.margin_cap else {}),
     }
     if not args.dry_run:

@@ -12,6 +12,12 @@ lex_decisive        the same overlap between the two decisive lines (templates)
 lex_cross_lesson    the lesson's decisive-line words found anywhere in the query's excerpt
 lex_cross_query     the query's decisive-line words found anywhere in the lesson's excerpt
                     (two instances of one failure whose decisive lines were chosen apart)
+lex_shared          how much rare information the two excerpts share: the BM25 sum of the IDF
+                    weights of their common words (the lesson's excerpt as the document, its
+                    length normalised against the calibration lessons'), as log(1 + sum).
+                    The shares above are ratios; this is the amount, which ranks fresh
+                    material better than any share (docs/benchmarks.md, validation)
+lex_shared_rel      ``lex_shared``'s sum over the best candidate's (1 for the leader)
 lex_fix             IDF weight of the query's excerpt words that the lesson's fix or actions
                     name, beyond the decisive words the two share (/10, capped at 1): the
                     fix's own vocabulary (OPENBLAS_CORETYPE, --gres, -Xmx) in the query
@@ -65,10 +71,11 @@ MODEL_PATH = os.path.join(os.path.dirname(__file__), "rules", "recall_model.json
 FULL_FEATURES = ("exact", "same_category", "query_unknown", "lex_lesson", "lex_query", "lex_decisive",
                  "lex_cross_lesson", "lex_cross_query", "lex_fix", "emb_decisive", "emb_excerpt", "fix_agree",
                  "conflict_matters", "conflict_version", "conflict_name", "version_gap", "margin",
-                 "emb_cause", "emb_cause_margin")
+                 "emb_cause", "emb_cause_margin", "lex_shared", "lex_shared_rel")
 # What "similarity" means for the margin and for choosing among a lesson's variants.
 _SIMILARITY = ("exact", "lex_lesson", "lex_decisive", "emb_decisive", "emb_excerpt")
 LEXICAL_FEATURES = tuple(f for f in FULL_FEATURES if not f.startswith("emb_"))
+BM25_DEFAULTS = {"k1": 1.2, "b": 0.75, "average_words": 40.0}
 _NO_CONFLICT = {"conflict_matters": 0.0, "conflict_version": 0.0, "conflict_name": 0.0, "version_gap": 0.0}
 
 
@@ -100,6 +107,9 @@ class RecallModel:
     # A store of a few lessons puts any query far ahead of unrelated rivals; capped, such a
     # lead counts as a clear leader's among many lessons, not more.
     margin_cap: dict[str, dict[str, float]] = field(default_factory=dict)
+    # BM25's document-length normalisation for ``lex_shared``: the calibration lessons' mean
+    # excerpt length in distinct words, and the usual k1 and b.
+    bm25: dict[str, float] = field(default_factory=lambda: dict(BM25_DEFAULTS))
 
     def weight(self, word: str) -> float:
         return self.idf.get(word, self.idf_default)
@@ -120,6 +130,7 @@ def load_model(path: str = MODEL_PATH) -> RecallModel:
         match=float(data["bands"]["match"]), related=float(data["bands"]["related"]),
         idf=idf, idf_default=_idf(n, 0), meta=data.get("fitted_on", {}),
         lone_margin=_per_model(data.get("lone_margin", {})), margin_cap=_per_model(data.get("margin_cap", {})),
+        bm25=BM25_DEFAULTS | {k: float(v) for k, v in data.get("bm25", {}).items()},
     )
 
 
@@ -224,12 +235,21 @@ def features(probe: Probe, variant: Variant, fix: str, actions: list[dict[str, A
     # the fix's own vocabulary (OPENBLAS_CORETYPE, --gres, -Xmx) showing up in the query
     shared_fix = (probe.excerpt_words & _fix_words(fix_text(fix, actions))) - variant.decisive_words
     x["lex_fix"] = min(1.0, sum(model.weight(w) for w in shared_fix) / 10.0)
+    x["lex_shared"] = math.log1p(_shared_information(probe.excerpt_words, variant.excerpt_words, model))
     if with_vectors:
         x["emb_decisive"] = _cosine(probe.vectors["decisive"], variant.vectors["decisive"])
         x["emb_excerpt"] = _cosine(probe.vectors["excerpt"], variant.vectors["excerpt"])
         # what the lesson says the failure is, against what the query shows
         x["emb_cause"] = _cosine(probe.vectors["excerpt"], cause_vector) if cause_vector is not None else 0.0
     return x, comparison
+
+
+def _shared_information(query: frozenset[str], lesson: frozenset[str], model: RecallModel) -> float:
+    """BM25 of the query's words against the lesson's excerpt (each word once: excerpts are
+    word sets), with the model's IDF weights."""
+    k1, b, average = model.bm25["k1"], model.bm25["b"], model.bm25["average_words"]
+    saturation = (k1 + 1.0) / (1.0 + k1 * (1.0 - b + b * len(lesson) / average))
+    return saturation * sum(model.weight(w) for w in query & lesson)
 
 
 @lru_cache(maxsize=1024)
@@ -261,6 +281,7 @@ def give_margins(features: list[dict[str, float]], fingerprints: list[str], lone
     is ahead of the best other candidate, at most ``cap``'s value (``RecallModel.margin_cap``).
     The calibration script gives simulated small stores their margins with this too."""
     sims = [similarity(x) for x in features]
+    best_shared = max((math.expm1(x.get("lex_shared", 0.0)) for x in features), default=0.0)
     for i, x in enumerate(features):
         # Copies of one lesson in several stores (proposed, promoted) share its fingerprint
         # and do not compete with each other.
@@ -269,6 +290,8 @@ def give_margins(features: list[dict[str, float]], fingerprints: list[str], lone
         # a typical leader of the calibration queries, not as infinitely far ahead.
         x["margin"] = ((sims[i] - max(sims[j] for j in rivals)) if rivals else
                        lone.get("margin_exact" if x["exact"] else "margin", sims[i]))
+        # the amount of shared information against the best candidate's (a lone one leads)
+        x["lex_shared_rel"] = math.expm1(x.get("lex_shared", 0.0)) / best_shared if best_shared > 0 else 0.0
         if with_vectors:
             # the same per feature family: is this lesson's cause the one that best describes the query?
             x["emb_cause_margin"] = ((x["emb_cause"] - max(features[j]["emb_cause"] for j in rivals)) if rivals

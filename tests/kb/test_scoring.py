@@ -152,3 +152,34 @@ def test_a_models_margin_cap_is_read_and_applied_when_judging(tmp_path):
         leads[name] = near.features["margin"]
     assert leads["shipped"] > 0.07  # far ahead of an unrelated lesson...
     assert leads["capped"] == 0.07  # ...counts as the cap (an exact hit: margin_exact)
+
+
+def test_lex_shared_is_the_amount_of_rare_information_two_excerpts_share():
+    """Loader errors in their real wording: a longer match on rare words counts more; a lesson that
+    shares only common words counts little; the leader's relative amount is 1."""
+    from hpcmem.kb.scoring import describe, judge
+
+    model = load_model()
+    query = ("ImportError: libcudart.so.11.0: cannot open shared object file: No such file or directory\n"
+             "  File \"/opt/app/lib/python3.8/site-packages/tensorflow/python/platform/self_check.py\"")
+    probe = Probe.of(query, fingerprint(query))
+    same = _variant("ImportError: libcudart.so.11.0: cannot open shared object file: No such file or directory")
+    other = _variant("ImportError: No module named 'torch'")
+    with_same, _ = features(probe, same, "module load cuda/11.0", [], model, with_vectors=False)
+    with_other, _ = features(probe, other, "pip install torch", [], model, with_vectors=False)
+    assert with_same["lex_shared"] > with_other["lex_shared"] > 0.0
+
+    # BM25's length normalisation: the same shared words in a longer lesson count less
+    longer = _variant(same.excerpt + "\n" + "\n".join(f"warning: unrelated line {w}" for w in
+                                                        ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot")))
+    with_longer, _ = features(probe, longer, "module load cuda/11.0", [], model, with_vectors=False)
+    assert with_longer["lex_shared"] < with_same["lex_shared"]
+
+    near = describe(probe, [same], "module load cuda/11.0", [], model, with_vectors=False)
+    far = describe(probe, [other], "pip install torch", [], model, with_vectors=False)
+    judge([near, far], model, with_vectors=False)
+    assert near.features["lex_shared_rel"] == 1.0
+    assert 0.0 < far.features["lex_shared_rel"] < 1.0
+    lone = describe(probe, [other], "pip install torch", [], model, with_vectors=False)
+    judge([lone], model, with_vectors=False)
+    assert lone.features["lex_shared_rel"] == 1.0  # nothing to be behind
