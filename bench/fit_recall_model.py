@@ -49,6 +49,11 @@ stores), and ``--rotations 1 --cap-margins 0.5`` (130f19e: better on calibration
 small stores, but on the held-out part abstention 0.532 against 0.727 and decision accuracy
 0.622 against 0.652). docs/benchmarks.md, "Recall quality", has both runs.
 
+``--l2``, ``--without F1,F2`` (fit without those features) and ``--parts`` (fit on several parts
+together, e.g. ``calibration,validation:a``; never heldout) make candidate fits, written with
+``--out`` and compared on the validation collection (docs/benchmarks.md, "Recall quality:
+choosing a fit"), which is what a choice between fits rests on: calibration CV did not predict it.
+
 The held-out part is never loaded here. ``--failures`` prints the calibration queries the
 fitted model gets wrong, for inspection.
 """
