@@ -231,7 +231,8 @@ def markdown(result: dict) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--part", default="heldout", choices=("heldout", "calibration", "validation", "validation:a", "validation:b"))
+    ap.add_argument("--part", default="heldout",
+                    choices=("heldout", "calibration", "validation", "validation:a", "validation:b"))
     ap.add_argument("--json", type=Path)
     ap.add_argument("--write", type=Path, help="replace the Recall quality section of this markdown file")
     ap.add_argument("--compare", nargs=2, action="append", default=[], metavar=("LABEL", "MODEL_JSON"),

@@ -134,12 +134,9 @@ def best_threshold(answers, queries, recurrent) -> float:
 def calibration():
     """The calibration plan, its texts (lessons and queries), each text's family, the
     recurrences' ids and the families (sorted)."""
-    from recall_corpus import load
-
     cal = plan("calibration")
-    classes, _ = load()
     texts = [i for i, _ in cal.lessons] + cal.queries
-    family = {i.id: classes[i.cls].family for i in texts}
+    family = {i.id: cal.family[i.cls] for i in texts}
     return cal, texts, family, {q.id for q in cal.recurrences}, sorted(set(family.values()))
 
 

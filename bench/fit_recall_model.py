@@ -640,7 +640,8 @@ def main() -> None:
         ap.error("--parts: the held-out part only ever reports")
     from hpcmem.kb.scoring import FULL_FEATURES
 
-    unknown = set(filter(None, args.without.split(","))) - set(FULL_FEATURES)
+    args.without = frozenset(filter(None, args.without.split(",")))
+    unknown = args.without - set(FULL_FEATURES)
     if unknown:
         ap.error(f"--without: unknown features {sorted(unknown)}")
 
@@ -660,7 +661,7 @@ def report(args, cal, data: Collected, others: list[Collected]) -> None:
     from hpcmem.kb import scoring
     from hpcmem.kb.scoring import LinearModel
 
-    dropped = set(filter(None, args.without.split(",")))
+    dropped = args.without
     FULL_FEATURES = tuple(f for f in scoring.FULL_FEATURES if f not in dropped)
     LEXICAL_FEATURES = tuple(f for f in scoring.LEXICAL_FEATURES if f not in dropped)
     l2 = args.l2

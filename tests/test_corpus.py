@@ -83,7 +83,8 @@ def test_instances_of_one_class_come_from_different_reports(instances):
 @pytest.mark.parametrize("folder", ["raw", "validation"])
 def test_merges_join_defined_classes(folder):
     classes = _classes(folder)
-    merges = json.loads((CORPUS / ("merges.json" if folder == "raw" else "validation/merges.json")).read_text())["merge"]
+    path = CORPUS / "merges.json" if folder == "raw" else CORPUS / folder / "merges.json"
+    merges = json.loads(path.read_text())["merge"]
     for a, b in merges.items():
         assert a in classes and b in classes and a != b, (a, b)
 
