@@ -49,6 +49,10 @@ stores), and ``--rotations 1 --cap-margins 0.5`` (130f19e: better on calibration
 small stores, but on the held-out part abstention 0.532 against 0.727 and decision accuracy
 0.622 against 0.652). docs/benchmarks.md, "Recall quality", has both runs.
 
+``--shared-floor Q`` makes ``lex_shared_rel`` divide by at least quantile Q of the right lessons'
+shared sums (``bm25["rel_floor"]`` in the model), so that the leader of a few unrelated lessons
+is not 1 (measured, not shipped: docs/benchmarks.md, "Recall quality: choosing a fit").
+
 ``--l2``, ``--without F1,F2`` (fit without those features) and ``--parts`` (fit on several parts
 together, e.g. ``calibration,validation:a``; never heldout) make candidate fits, written with
 ``--out`` and compared on the validation collection (docs/benchmarks.md, "Recall quality:
@@ -63,6 +67,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import math
 import statistics
 import sys
 import tempfile
@@ -187,9 +192,11 @@ def calibration_texts(cal, families: set[str] | None = None, family: dict[str, s
 
 
 def collect(cal, with_small_stores: bool = False, cap_quantile: float | None = None,
-            caps: dict | None = None) -> Collected:
+            caps: dict | None = None, floor_quantile: float | None = None) -> Collected:
     """``cap_quantile``: hold every margin to that quantile of the leaders' margins (computed on
-    the first collection, or given as ``caps``: other plans use the calibration plan's)."""
+    the first collection, or given as ``caps``: other plans use the calibration plan's).
+    ``floor_quantile``: ``lex_shared_rel`` divides by at least that quantile of the right
+    lessons' shared sums (``bm25["rel_floor"]``, computed on the first collection)."""
     from hpcmem.kb.recall import RecallQuery
     from hpcmem.kb.scoring import FULL_FEATURES, LEXICAL_FEATURES, Probe, cap_margins
     from hpcmem.kb.signatures import fingerprint
@@ -227,6 +234,11 @@ def collect(cal, with_small_stores: bool = False, cap_quantile: float | None = N
         recaller.model = base_model if table is None else with_idf(base_model, table)
         rows = {q.id: scored(*probes[q.id], every_lesson=False) for q in cal.queries}
         give_lone_margins(rows, lone)
+        if floor_quantile is not None:
+            if "rel_floor" not in bm25:
+                bm25["rel_floor"] = shared_floor(rows, {q.id: q.cls for q in cal.queries}, floor_quantile)
+            for cands in rows.values():
+                relative_shares(cands, bm25["rel_floor"])
         if cap_quantile is not None and not caps:
             caps.update(margin_caps(rows, cap_quantile))
         if caps:
@@ -236,7 +248,7 @@ def collect(cal, with_small_stores: bool = False, cap_quantile: float | None = N
                     cap_margins(c[2], caps["lexical"])
         if with_small_stores:
             every = {q.id: scored(*probes[q.id], every_lesson=True) for q in cal.queries}
-            rows.update(small_stores(cal, every, lone, caps))
+            rows.update(small_stores(cal, every, lone, caps, bm25.get("rel_floor", 0.0)))
         return rows
 
     def close() -> None:
@@ -262,6 +274,22 @@ def bm25_lengths(cal) -> dict[str, float]:
 
     sizes = [len(set(words(excerpt_template(i.text)))) for i, _ in cal.lessons]
     return BM25_DEFAULTS | {"average_words": round(sum(sizes) / len(sizes), 2)}
+
+
+def shared_floor(rows: dict[str, list], classes: dict[str, str], quantile: float) -> float:
+    """``bm25["rel_floor"]``: that quantile of the right lessons' shared sums (``lex_shared``
+    before its log), so that leading a store of a few unrelated lessons is not leading."""
+    sums = [math.expm1(full["lex_shared"]) for qid, cands in rows.items()
+            for cls, full, _lex, _fp in cands if cls == classes[qid]]
+    return round(statistics.quantiles(sums, n=100, method="inclusive")[round(quantile * 100) - 1], 4)
+
+
+def relative_shares(cands: list, floor: float) -> None:
+    """Set ``lex_shared_rel`` of one query's candidates again with ``floor`` (both models)."""
+    best = max([floor, *(math.expm1(c[1]["lex_shared"]) for c in cands)])
+    for c in cands:
+        for feats in (c[1], c[2]):
+            feats["lex_shared_rel"] = math.expm1(feats["lex_shared"]) / best if best > 0 else 0.0
 
 
 def give_lone_margins(rows: dict[str, list], lone: dict[str, dict[str, float]]) -> None:
@@ -307,7 +335,7 @@ SMALL_STORES = (1, 3, 5)
 
 
 def small_stores(cal, every: dict[str, list], lone: dict[str, dict[str, float]],
-                 caps: dict[str, dict[str, float]]) -> dict[str, list]:
+                 caps: dict[str, dict[str, float]], floor: float = 0.0) -> dict[str, list]:
     """Rows of every calibration query against simulated small stores (a user's own store
     often holds a few lessons): for each size k in ``SMALL_STORES``, one store of the query's
     own lesson (when it has one) and k - 1 others, and one store of k other lessons, drawn
@@ -335,7 +363,7 @@ def small_stores(cal, every: dict[str, list], lone: dict[str, dict[str, float]],
             cands = [(cls, dict(full), dict(lex), fp) for cls, full, lex, fp in every[q.id] if cls in members]
             for which, model in ((1, "full"), (2, "lexical")):
                 give_margins([c[which] for c in cands], [c[3] for c in cands], lone[model],
-                             with_vectors=model == "full", cap=caps.get(model))
+                             with_vectors=model == "full", cap=caps.get(model), shared_floor=floor)
             out[f"{q.id}|{n}"] = cands
     return out
 
@@ -626,6 +654,8 @@ def main() -> None:
                     help="also fit the rows of N other plans of the calibration texts")
     ap.add_argument("--cap-margins", type=float, default=None, metavar="Q",
                     help="hold margins to quantile Q (0-1) of the calibration leaders' margins")
+    ap.add_argument("--shared-floor", type=float, default=None, metavar="Q",
+                    help="lex_shared_rel divides by at least quantile Q (0-1) of the right lessons' shared sums")
     ap.add_argument("--balance-classes", action="store_true",
                     help="weigh each calibration query's rows by 1 / its class's queries")
     ap.add_argument("--l2", type=float, default=L2, help=f"L2 penalty of both models (default {L2})")
@@ -638,6 +668,8 @@ def main() -> None:
     parts = args.parts.split(",")
     if any(p.startswith("heldout") for p in parts):
         ap.error("--parts: the held-out part only ever reports")
+    if args.shared_floor is not None and args.rotations:
+        ap.error("--shared-floor: not with --rotations (other plans would compute their own floor)")
     from hpcmem.kb.scoring import FULL_FEATURES
 
     args.without = frozenset(filter(None, args.without.split(",")))
@@ -646,7 +678,8 @@ def main() -> None:
         ap.error(f"--without: unknown features {sorted(unknown)}")
 
     cal = combined([plan(p) for p in parts])
-    data = collect(cal, with_small_stores=args.small_stores, cap_quantile=args.cap_margins)
+    data = collect(cal, with_small_stores=args.small_stores, cap_quantile=args.cap_margins,
+                   floor_quantile=args.shared_floor)
     others: list[Collected] = []
     try:
         for rotation in range(1, args.rotations + 1):

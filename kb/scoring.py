@@ -17,7 +17,9 @@ lex_shared          how much rare information the two excerpts share: the BM25 s
                     length normalised against the calibration lessons'), as log(1 + sum).
                     The shares above are ratios; this is the amount, which ranks fresh
                     material better than any share (docs/benchmarks.md, validation)
-lex_shared_rel      ``lex_shared``'s sum over the best candidate's (1 for the leader)
+lex_shared_rel      ``lex_shared``'s sum over the best candidate's (1 for the leader), or over
+                    a typical right lesson's when the best shares less (``bm25["rel_floor"]``):
+                    leading a store of a few unrelated lessons is not leading
 lex_fix             IDF weight of the query's excerpt words that the lesson's fix or actions
                     name, beyond the decisive words the two share (/10, capped at 1): the
                     fix's own vocabulary (OPENBLAS_CORETYPE, --gres, -Xmx) in the query
@@ -108,7 +110,8 @@ class RecallModel:
     # lead counts as a clear leader's among many lessons, not more.
     margin_cap: dict[str, dict[str, float]] = field(default_factory=dict)
     # BM25's document-length normalisation for ``lex_shared``: the calibration lessons' mean
-    # excerpt length in distinct words, and the usual k1 and b.
+    # excerpt length in distinct words, and the usual k1 and b; "rel_floor" (when given) is
+    # the least sum ``lex_shared_rel`` divides by.
     bm25: dict[str, float] = field(default_factory=lambda: dict(BM25_DEFAULTS))
 
     def weight(self, word: str) -> float:
@@ -276,12 +279,13 @@ def describe(probe: Probe, variants: list[Variant], fix: str, actions: list[dict
 
 
 def give_margins(features: list[dict[str, float]], fingerprints: list[str], lone: dict[str, float], *,
-                 with_vectors: bool, cap: dict[str, float] | None = None) -> None:
-    """Set ``margin`` (and ``emb_cause_margin``) of each of one query's candidates: how far it
-    is ahead of the best other candidate, at most ``cap``'s value (``RecallModel.margin_cap``).
+                 with_vectors: bool, cap: dict[str, float] | None = None, shared_floor: float = 0.0) -> None:
+    """Set ``margin`` (and ``emb_cause_margin``, ``lex_shared_rel``) of each of one query's
+    candidates: how far it is ahead of the best other candidate, at most ``cap``'s value
+    (``RecallModel.margin_cap``); ``shared_floor``: ``bm25["rel_floor"]``.
     The calibration script gives simulated small stores their margins with this too."""
     sims = [similarity(x) for x in features]
-    best_shared = max((math.expm1(x.get("lex_shared", 0.0)) for x in features), default=0.0)
+    best_shared = max([shared_floor, *(math.expm1(x.get("lex_shared", 0.0)) for x in features)])
     for i, x in enumerate(features):
         # Copies of one lesson in several stores (proposed, promoted) share its fingerprint
         # and do not compete with each other.
@@ -290,7 +294,7 @@ def give_margins(features: list[dict[str, float]], fingerprints: list[str], lone
         # a typical leader of the calibration queries, not as infinitely far ahead.
         x["margin"] = ((sims[i] - max(sims[j] for j in rivals)) if rivals else
                        lone.get("margin_exact" if x["exact"] else "margin", sims[i]))
-        # the amount of shared information against the best candidate's (a lone one leads)
+        # the amount of shared information against the best candidate's, or a typical right lesson's
         x["lex_shared_rel"] = math.expm1(x.get("lex_shared", 0.0)) / best_shared if best_shared > 0 else 0.0
         if with_vectors:
             # the same per feature family: is this lesson's cause the one that best describes the query?
@@ -315,7 +319,8 @@ def judge(evidence: list[Evidence], model: RecallModel | None = None, *, with_ve
     linear = model.full if with_vectors else model.lexical
     which = "full" if with_vectors else "lexical"
     give_margins([e.features for e in evidence], [e.variant.fingerprint for e in evidence],
-                 model.lone_margin.get(which, {}), with_vectors=with_vectors, cap=model.margin_cap.get(which))
+                 model.lone_margin.get(which, {}), with_vectors=with_vectors, cap=model.margin_cap.get(which),
+                 shared_floor=model.bm25.get("rel_floor", 0.0))
     for e in evidence:
         e.probability = linear.probability(e.features)
         e.band = band(e.probability, e.comparison, model)

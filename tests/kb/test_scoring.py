@@ -183,3 +183,41 @@ def test_lex_shared_is_the_amount_of_rare_information_two_excerpts_share():
     lone = describe(probe, [other], "pip install torch", [], model, with_vectors=False)
     judge([lone], model, with_vectors=False)
     assert lone.features["lex_shared_rel"] == 1.0  # nothing to be behind
+
+
+def test_a_models_rel_floor_keeps_a_weak_leader_of_a_few_lessons_below_one(tmp_path):
+    """Leading a store of one unrelated lesson is not leading: with ``bm25["rel_floor"]`` the
+    relative amount divides by at least the floor, while a strong leader still gets 1."""
+    import json
+    import math
+    from pathlib import Path
+
+    from hpcmem.kb.scoring import MODEL_PATH, describe, judge
+
+    query = ("ImportError: libcudart.so.11.0: cannot open shared object file: No such file or directory\n"
+             "  File \"/opt/app/lib/python3.8/site-packages/tensorflow/python/platform/self_check.py\"")
+    probe = Probe.of(query, fingerprint(query))
+    same = _variant("ImportError: libcudart.so.11.0: cannot open shared object file: No such file or directory")
+    other = _variant("ImportError: No module named 'torch'")
+    shipped = load_model()
+    strong, _ = features(probe, same, "module load cuda/11.0", [], shipped, with_vectors=False)
+    weak, _ = features(probe, other, "pip install torch", [], shipped, with_vectors=False)
+    floor = (math.expm1(strong["lex_shared"]) + math.expm1(weak["lex_shared"])) / 2  # between the two
+
+    spec = json.loads(Path(MODEL_PATH).read_text(encoding="utf-8"))
+    spec["bm25"] = {**spec.get("bm25", {}), "rel_floor": floor}
+    path = tmp_path / "floored.json"
+    path.write_text(json.dumps(spec))
+    model = load_model(str(path))
+    assert model.bm25["rel_floor"] == floor
+
+    lone_weak = describe(probe, [other], "pip install torch", [], model, with_vectors=False)
+    judge([lone_weak], model, with_vectors=False)
+    assert 0.0 < lone_weak.features["lex_shared_rel"] < 1.0
+    lone_strong = describe(probe, [same], "module load cuda/11.0", [], model, with_vectors=False)
+    judge([lone_strong], model, with_vectors=False)
+    assert lone_strong.features["lex_shared_rel"] == 1.0
+    # the shipped model has no floor: a lone leader counts as 1 whatever it shares
+    unfloored = describe(probe, [other], "pip install torch", [], shipped, with_vectors=False)
+    judge([unfloored], shipped, with_vectors=False)
+    assert unfloored.features["lex_shared_rel"] == 1.0
