@@ -273,6 +273,12 @@ class EpilogResult:
     stage: str = "starting"
     timed_out: bool = False
     seconds: float = 0.0
+    # What the worker has noticed so far: reported with the problems when it finishes, and
+    # when the budget runs out first (the operator then sees that scontrol timed out before
+    # the log read that was cut, not only the stage the budget ended in).
+    notes: list[str] = field(default_factory=list)
+    finished: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -550,11 +556,13 @@ def _log_paths(env: dict[str, str], job: dict[str, str]) -> list[str]:
 
 def capture(env: dict[str, str], settings: Settings, result: EpilogResult, deadline: float) -> None:
     """The epilog's work (runs in the worker thread; fills ``result``)."""
-    notes: list[str] = []
     try:
-        _capture(env, settings, result, deadline, notes)
+        _capture(env, settings, result, deadline, result.notes)
     finally:
-        result.problems.extend(notes)
+        with result.lock:  # either this or run()'s timeout reports the notes, once
+            if not result.timed_out:
+                result.problems.extend(result.notes)
+            result.finished = True
 
 
 def _capture(env: dict[str, str], settings: Settings, result: EpilogResult, deadline: float,
@@ -754,9 +762,11 @@ def run_epilog(argv: list[str] | None = None, environ: dict[str, str] | None = N
     worker.join(max(0.0, deadline - time.monotonic()))
     if worker.is_alive() and result.stage == "writing the event":
         worker.join(WRITE_GRACE_S)
-    if worker.is_alive():
-        result.timed_out = True
-        result.problems.append(f"gave up after the {settings.budget_s:g} s budget while {result.stage}")
+    with result.lock:
+        if not result.finished:
+            result.timed_out = True
+            result.problems.extend(result.notes)
+            result.problems.append(f"gave up after the {settings.budget_s:g} s budget while {result.stage}")
     result.seconds = round(time.monotonic() - started, 4)
     return result
 

@@ -14,6 +14,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -354,6 +355,33 @@ def test_slow_scontrol_is_killed_within_the_budget(tmp_path):
     assert time.monotonic() - started < 2.0
     # without scontrol the time limit stays unknown: nothing is spooled
     assert not (tmp_path / "spool" / "alice" / "new").exists() or spooled(tmp_path / "spool", "alice") == []
+
+
+def test_what_was_noticed_before_the_budget_ran_out_is_reported_once(tmp_path, monkeypatch):
+    """scontrol times out, then the job's log hangs (a stuck filesystem, here a read that
+    sleeps): the operator is told both, not only the stage the budget ended in, and the
+    worker finishing later adds nothing."""
+    import hpcmem.ingest.epilog as epilog
+
+    slow = tmp_path / "scontrol"
+    slow.write_text("#!/bin/sh\nsleep 30\n")
+    slow.chmod(0o755)
+    finished = threading.Event()
+
+    def stuck_log(paths, uid, notes):
+        time.sleep(1.5)
+        finished.set()
+
+    monkeypatch.setattr(epilog, "capture_log", stuck_log)
+    result = run_epilog(["--spool", str(tmp_path / "spool"), "--scontrol", str(slow), "--budget", "1"],
+                        env_of("3.epilog.env"))
+    assert result.timed_out
+    assert result.problems[0].startswith("scontrol did not answer within")
+    assert result.problems[-1] == "gave up after the 1 s budget while reading the job's log"
+    reported = list(result.problems)
+    assert finished.wait(5)
+    time.sleep(0.1)
+    assert result.problems == reported
 
 
 def test_failing_scontrol_is_noted_and_a_clean_looking_job_not_guessed(tmp_path):

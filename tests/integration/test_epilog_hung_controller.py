@@ -5,6 +5,7 @@ entry points; the real scontrol, pointed at the lab's configuration."""
 
 from __future__ import annotations
 
+import json
 import os
 import pwd
 import shutil
@@ -60,9 +61,20 @@ def test_sixteen_epilogs_against_a_stopped_slurmctld(slurm_lab, entry, tmp_path)
         os.kill(ctld, signal.SIGCONT)
     slowest = max(walls, key=walls.get)
     assert walls[slowest] <= BUDGET + 1.0, f"{walls[slowest]:.2f} s: {errors[slowest]}"
-    assert sum("scontrol did not answer" in e for e in errors.values()) >= JOBS // 2  # it really hung
+    # It really hung: no epilog got the controller's answer. Each one either timed out on
+    # scontrol (and says so, even when the budget then ran out during the log read) or spent
+    # its budget before or while asking: on a loaded machine start-up alone can take most of
+    # 2 s, and how the sixteen split between the two depends on load.
+    for job_id, e in errors.items():
+        assert ("scontrol did not answer" in e
+                or f"gave up after the {BUDGET:g} s budget while asking scontrol" in e
+                or f"gave up after the {BUDGET:g} s budget while writing the event" in e), (job_id, e)
+    assert any("scontrol did not answer" in e for e in errors.values())
 
-    assert len(list((spool / me.pw_name / "new").glob("*.json"))) == JOBS
+    events = [json.loads(f.read_text()) for f in (spool / me.pw_name / "new").glob("*.json")]
+    assert len(events) == JOBS
+    for event in events:  # each stored event says what it lacks
+        assert any("scontrol" in note for note in event["notes"]), event["notes"]
     config = load_config(environ={"HPCMEM_HOME": str(tmp_path / "home"), "HPCMEM_DISABLE_LOCAL_CONFIG": "1"})
     store = StoreStack.from_config(config).user.open()
     first, second = drain_spool(store, str(spool)), drain_spool(store, str(spool))
