@@ -53,7 +53,7 @@ ENCODER_SCRIPT = textwrap.dedent("""
     texts = json.load(open(texts_file))
     if kind == "sentence-transformers" or kind == "onnxruntime":
         from hpcmem.kb.config import load_config
-        from hpcmem.kb.embed import Embedder, model_spec
+        from hpcmem.kb.recall.embed import Embedder, model_spec
         spec = model_spec(load_config())
         encoder = Embedder(spec, encoder="onnx" if kind == "onnxruntime" else "sentence-transformers")
         encode = lambda batch: encoder.encode(batch)
@@ -78,7 +78,7 @@ ENCODER_SCRIPT = textwrap.dedent("""
 
 def corpus_texts() -> tuple[list[tuple], list[str]]:
     """(lessons to record, never-seen texts): real texts, one fingerprint each."""
-    from hpcmem.kb.signatures import fingerprint
+    from hpcmem.kb.signatures.fingerprint import fingerprint
 
     plan = recall_corpus.plan("calibration")
     lessons = plan.lessons[:LESSONS]
@@ -93,8 +93,8 @@ def corpus_texts() -> tuple[list[tuple], list[str]]:
 
 
 def embedded_texts(count: int) -> list[str]:
-    from hpcmem.kb.embed import text_for_embedding
-    from hpcmem.kb.signatures import excerpt_template, fingerprint
+    from hpcmem.kb.recall.embed import text_for_embedding
+    from hpcmem.kb.signatures.fingerprint import excerpt_template, fingerprint
 
     _classes, instances = recall_corpus.load()
     seen: dict[str, None] = {}
@@ -109,8 +109,8 @@ def bench_encoders(work: Path, env: dict[str, str]) -> list[dict]:
     import numpy as np
 
     from hpcmem.kb.config import load_config
-    from hpcmem.kb.embed import model_spec
-    from hpcmem.kb.onnx_encoder import export_path
+    from hpcmem.kb.recall.embed import model_spec
+    from hpcmem.kb.recall.onnx_encoder import export_path
 
     texts = embedded_texts(300)
     texts_file = work / "texts.json"
@@ -140,8 +140,8 @@ def bench_encoders(work: Path, env: dict[str, str]) -> list[dict]:
 
 def populate(home: Path, lessons) -> str:
     from hpcmem.kb.config import load_config
-    from hpcmem.kb.record import record
-    from hpcmem.kb.stack import StoreStack
+    from hpcmem.kb.lessons.from_error import record
+    from hpcmem.kb.store.stack import StoreStack
 
     stack = StoreStack.from_config(load_config())
     for inst, cls in lessons:

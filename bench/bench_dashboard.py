@@ -9,7 +9,7 @@ a year, and lessons on every third signature. Then, on a warm store:
 
 - baseline: ``SELECT count(*) FROM occurrences`` and a one-column ``GROUP BY signature_id``
   (what any full aggregate costs);
-- ``kb.trends.store_trends``: every figure the dashboard shows, in the library;
+- ``kb.jobs.trends.store_trends``: every figure the dashboard shows, in the library;
 - the page: ``GET /trends`` through a real uvicorn server and HTTP client, SVG included.
 
 It also times the bulk insert with the indexes of migration 0005 against the indexes of
@@ -58,8 +58,8 @@ def occurrence_rows(n: int, signatures: int, seed: int = 1):
 
 def build_store(path: Path, n: int, *, signatures: int = 2000, old_indexes: bool = False) -> float:
     """Fill a fresh lab store; returns the seconds spent inserting occurrences."""
-    from hpcmem.kb.models import Occurrence
-    from hpcmem.kb.store import Store
+    from hpcmem.kb.store.models import Occurrence
+    from hpcmem.kb.store.database import Store
 
     missing = set(OCC_COLUMNS) - set(Occurrence.__table__.c.keys())
     assert not missing, f"model has no column {missing}"
@@ -150,9 +150,9 @@ def main() -> None:
 
     from hpcmem.cli.web.app import Console, create_app
     from hpcmem.kb.config import load_config
-    from hpcmem.kb.stack import StoreStack
-    from hpcmem.kb.store import Store
-    from hpcmem.kb.trends import store_trends
+    from hpcmem.kb.store.stack import StoreStack
+    from hpcmem.kb.store.database import Store
+    from hpcmem.kb.jobs.trends import store_trends
 
     lab = Store(f"sqlite:///{lab_path}", name="vision", scope="lab").open()
     user = Store(f"sqlite:///{tmp / 'user' / 'user.db'}").open()
@@ -195,7 +195,7 @@ def main() -> None:
         f"load average {load:.1f} on {os.cpu_count()} CPUs",
         f"baseline SELECT count(*):                 {ms(base_count)}",
         f"baseline GROUP BY signature_id:           {ms(base_group)}",
-        f"kb.trends.store_trends (library):          {ms(library)}",
+        f"kb.jobs.trends.store_trends (library):          {ms(library)}",
         f"GET /trends, first request after start:    {cold * 1000:.0f} ms",
         f"GET /trends through uvicorn, recomputed:   {ms(page)}",
         f"GET /trends, store unchanged (cached):     {ms(cached)}",
@@ -213,7 +213,7 @@ def main() -> None:
             "`.venv/bin/python bench/bench_dashboard.py --write docs/benchmarks.md` (SQLite lab store, "
             f"{os.cpu_count()} CPUs, Python {sys.version.split()[0]}). Synthetic store: 2,000 signatures, 3,000 "
             "users in 20 accounts, a year of end times, lessons on every third signature. The dashboard "
-            "aggregates in SQL (kb/trends.py) over the covering indexes of migration 0005.\n\n"
+            "aggregates in SQL (kb/jobs/trends.py) over the covering indexes of migration 0005.\n\n"
             "```\n" + "\n".join(lines) + "\n```\n\n"
             f"Recomputed, the page {verdict} the 1 s target at this size and load (the reference machine is "
             "shared; the load average is in the first line). The console keeps a store's figures until "

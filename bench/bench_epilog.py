@@ -45,7 +45,7 @@ import json, sys, time
 t0 = time.perf_counter()
 from hpcmem.ingest.spool import drain_user_events
 t1 = time.perf_counter()
-from hpcmem.kb.store import Store
+from hpcmem.kb.store.database import Store
 store = Store("sqlite:///" + sys.argv[2])  # builds no engine: SQLAlchemy is imported only if needed
 if sys.argv[3] == "open":
     store.open()  # the user's store exists already when recall runs

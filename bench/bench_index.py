@@ -15,13 +15,13 @@ Real vectors. The distinct raw Loghub messages, embedded for real; 500 held out 
 queries. Too few to time anything, but the recall check on a real distribution.
 
 Per size, one child process builds all three indexes: flat and IVF exactly as
-``hpcmem.kb.vector_index`` builds them, HNSW with the parameters below, so memory
+``hpcmem.kb.recall.vector_index`` builds them, HNSW with the parameters below, so memory
 figures are that size's alone. Latency is one query per ``search`` call (what recall
 does), after a warm-up, on 1 and 2 OpenMP threads. recall@10 is an index's top 10
 against the exact top 10 in the same run. "Load" is ``faiss.read_index`` of the saved
 file from the page cache: every recall process pays it.
 
-The model timings run ``hpcmem.kb.embed`` in fresh child processes (files in the page
+The model timings run ``hpcmem.kb.recall.embed`` in fresh child processes (files in the page
 cache, the hash verification already remembered unless stated).
 """
 
@@ -54,7 +54,7 @@ COMMON = r"""
 import json, os, sys, tempfile, time
 import numpy as np
 import faiss
-from hpcmem.kb import vector_index as vi
+from hpcmem.kb.recall import vector_index as vi
 
 HNSW_M, HNSW_EFC, HNSW_EF = %d, %d, %d
 
@@ -195,7 +195,7 @@ MODEL_CHILD = r"""
 import json, sys, time
 t0 = time.perf_counter()
 from hpcmem.kb.config import load_config
-from hpcmem.kb.embed import Embedder, model_spec, text_for_embedding, weights_sha256
+from hpcmem.kb.recall.embed import Embedder, model_spec, text_for_embedding, weights_sha256
 spec = model_spec(load_config())
 t1 = time.perf_counter()
 import sentence_transformers  # noqa: F401  (torch, transformers)
@@ -222,8 +222,8 @@ print(json.dumps({"spec_s": t1 - t0, "import_s": t2 - t1, "load_s": t3 - t2, "fi
 
 def anchor_texts() -> list[str]:
     """Distinct embedding texts of real failure messages (Loghub 2k and data/samples)."""
-    from hpcmem.kb.embed import text_for_embedding
-    from hpcmem.kb.signatures import fingerprint, signature_of_block
+    from hpcmem.kb.recall.embed import text_for_embedding
+    from hpcmem.kb.signatures.fingerprint import fingerprint, signature_of_block
 
     texts: dict[str, None] = {}
     for row in loghub_rows():
@@ -246,7 +246,7 @@ def embed(texts: list[str], path: Path) -> None:
     import numpy as np
 
     from hpcmem.kb.config import load_config
-    from hpcmem.kb.embed import Embedder, model_spec
+    from hpcmem.kb.recall.embed import Embedder, model_spec
 
     np.save(path, Embedder(model_spec(load_config())).encode(texts, batch_size=128))
 
@@ -276,7 +276,7 @@ def recommend(p95s: dict[int, list[float]]) -> tuple[int, int | None]:
 
 def report(rows: list[dict], repeats: list[dict], real: dict | None, model: dict, args: argparse.Namespace,
            anchors: int) -> str:
-    from hpcmem.kb import vector_index as vi
+    from hpcmem.kb.recall import vector_index as vi
 
     big = rows[-1]
     lines = [
@@ -291,7 +291,7 @@ def report(rows: list[dict], repeats: list[dict], real: dict | None, model: dict
         "a pull towards a second anchor + noise, normalised. Queries are fresh draws, "
         f"{args.queries} per size, one `search` call each (k=10). flat = `IndexFlatIP` in `IndexIDMap2`; "
         f"ivf = `IndexIVFFlat`, inner product, about 4 sqrt(N) lists trained on {vi.IVF_TRAIN_PER_LIST} "
-        f"sampled vectors per list, nprobe {vi.IVF_NPROBE} (both exactly as `kb/vector_index.py` builds them); "
+        f"sampled vectors per list, nprobe {vi.IVF_NPROBE} (both exactly as `kb/recall/vector_index.py` builds them); "
         f"hnsw = `IndexHNSWFlat` M={HNSW_M}, efConstruction={HNSW_EF_CONSTRUCTION}, efSearch={HNSW_EF_SEARCH}. "
         "recall@10: the index's top 10 against the exact top 10 of the same run. Latency in milliseconds "
         "with 1 or 2 OpenMP threads; load = `faiss.read_index` of the saved file from the page cache; "
@@ -329,7 +329,7 @@ def report(rows: list[dict], repeats: list[dict], real: dict | None, model: dict
         "",
         "| step | seconds |",
         "|---|---:|",
-        f"| import hpcmem.kb.embed + config + `model_spec` | {model['spec_s']:.3f} |",
+        f"| import hpcmem.kb.recall.embed + config + `model_spec` | {model['spec_s']:.3f} |",
         f"| import sentence_transformers (torch, transformers) | {model['import_s']:.2f} |",
         f"| load the model (hash check remembered) | {model['load_s']:.2f} |",
         f"| first encode of one query | {model['first_encode_s']:.3f} |",
@@ -338,7 +338,7 @@ def report(rows: list[dict], repeats: list[dict], real: dict | None, model: dict
         f"| SHA-256 of model.safetensors (first use only, then remembered) | {model['hash_s']:.2f} |",
         "",
         "A known template needs none of this: `query_vector` returns the stored or cached vector "
-        "without importing torch (`tests/kb/test_embed.py` checks `sys.modules` in a fresh process).",
+        "without importing torch (`tests/kb/recall/test_embed.py` checks `sys.modules` in a fresh process).",
         "",
     ]
     p95s = flat_p95s(rows, repeats)
@@ -358,7 +358,7 @@ def report(rows: list[dict], repeats: list[dict], real: dict | None, model: dict
 
 def findings(rows: list[dict], real: dict | None, p95s: dict[int, list[float]]) -> list[str]:
     """The conclusions, each computed from the tables above."""
-    from hpcmem.kb import vector_index as vi
+    from hpcmem.kb.recall import vector_index as vi
 
     flat_max, first_over = recommend(p95s)
     p95 = {n: max(values) for n, values in p95s.items()}

@@ -60,7 +60,7 @@ print(json.dumps({"seconds": time.perf_counter() - t, "jobs": jobs}))
 HPCMEM = r"""
 import datetime as dt, json, resource, sys, time
 from pathlib import Path
-from hpcmem.kb.store import Store
+from hpcmem.kb.store.database import Store
 from hpcmem.ingest.sacct_ingest import ingest_sacct
 from hpcmem.ingest.sacct_parallel import parallel_workers
 store = Store("sqlite:///" + sys.argv[2]).open()
@@ -77,7 +77,7 @@ result = {"seconds": time.perf_counter() - t, "rows": summary.rows_read, "jobs":
           "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
           "worker_peak_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}
 if sys.argv[3] == "learn":
-    from hpcmem.kb.learn import learn_from_history
+    from hpcmem.kb.lessons.learn import learn_from_history
     t = time.perf_counter()
     learned = learn_from_history(store)
     result["learn_seconds"] = time.perf_counter() - t

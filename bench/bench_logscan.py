@@ -42,7 +42,7 @@ SAMPLES = REPO / "data" / "samples" / "logs"
 LOGHUB = Path(os.environ.get("HPCMEM_LOGHUB", REPO.parent / "shared" / "bench" / "loghub"))
 
 from hpcmem.ingest import logscan
-from hpcmem.kb.redact import redact_text
+from hpcmem.kb.safety.redact import redact_text
 
 # Error endings: the error part of our own sample logs.
 TAIL_SAMPLES = [

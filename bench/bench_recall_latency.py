@@ -56,12 +56,12 @@ def populate(home: Path, n: int) -> str:
     from sqlalchemy import insert
 
     from hpcmem.kb.config import load_config
-    from hpcmem.kb.embed import Embedder, bump_rebuild_generation, embed_missing_signatures, model_spec, vector_to_blob
-    from hpcmem.kb.models import Lesson, Signature
-    from hpcmem.kb.record import record
-    from hpcmem.kb.stack import StoreStack
-    from hpcmem.kb.types import utcnow
-    from hpcmem.kb.vector_index import SignatureIndex
+    from hpcmem.kb.recall.embed import Embedder, bump_rebuild_generation, embed_missing_signatures, model_spec, vector_to_blob
+    from hpcmem.kb.store.models import Lesson, Signature
+    from hpcmem.kb.lessons.from_error import record
+    from hpcmem.kb.store.stack import StoreStack
+    from hpcmem.kb.store.column_types import utcnow
+    from hpcmem.kb.recall.vector_index import SignatureIndex
 
     config = load_config()
     stack = StoreStack.from_config(config)

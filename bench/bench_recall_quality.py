@@ -7,7 +7,7 @@ class's cause and fix; its other instances are recurrences, written by other peo
 Instances of no-lesson classes must be abstained on. Methods, over the same lessons and in
 the same run:
 
-- hpcmem recall as shipped (kb/rules/recall_model.json, fitted on the calibration part);
+- hpcmem recall as shipped (kb/recall/recall_model.json, fitted on the calibration part);
 - hpcmem without the model (``--no-model``: exact and lexical only);
 - BM25 over the raw recorded texts, with the threshold that is best on the calibration part;
 - raw MiniLM cosine of the raw texts, threshold likewise from the calibration part.
@@ -146,7 +146,7 @@ def run(part: str, compare: tuple[tuple[str, Path], ...] = ()) -> dict:
         out[name] = judged(store, target, allow_model=allow)
     shipped = store.model
     for label, path in compare:
-        from hpcmem.kb.scoring import load_model
+        from hpcmem.kb.recall.scoring import load_model
 
         store.model = load_model(str(path))
         out[f"hpcmem ({label})"] = judged(store, target, allow_model=True)

@@ -146,7 +146,7 @@ def build_store(db: str, lessons: int, jobs: int, snapshots: int, seed: int) -> 
     import sqlite3
     import uuid
 
-    from hpcmem.kb.store import Store
+    from hpcmem.kb.store.database import Store
 
     Store("sqlite:///" + db).open().dispose()
     rng = random.Random(seed)
@@ -316,14 +316,14 @@ def phase(name: str, db: str, args: argparse.Namespace) -> dict:
     _use_code(args.code)
     import datetime as dt
 
-    from hpcmem.kb.store import Store
+    from hpcmem.kb.store.database import Store
 
     store = Store("sqlite:///" + db).open()
     now = dt.datetime(*START, tzinfo=dt.timezone.utc) + dt.timedelta(days=SPAN_DAYS)
     if name in ("revalidate", "revalidate_next"):
-        from hpcmem.kb.environment import latest_snapshot, save_snapshot
-        from hpcmem.kb.env_snapshot import EnvSnapshot, ModuleInfo
-        from hpcmem.kb.revalidate import revalidate
+        from hpcmem.kb.environment.history import latest_snapshot, save_snapshot
+        from hpcmem.kb.environment.snapshot import EnvSnapshot, ModuleInfo
+        from hpcmem.kb.environment.revalidate import revalidate
 
         snapshot = latest_snapshot(store, CLUSTER)
         if name == "revalidate_next":
@@ -345,12 +345,12 @@ def phase(name: str, db: str, args: argparse.Namespace) -> dict:
     if name in ("learn", "learn_next"):
         from sqlalchemy import func, select
 
-        from hpcmem.kb.learn import learn_from_history
-        from hpcmem.kb.models import Lesson, LessonEvidence
+        from hpcmem.kb.lessons.learn import learn_from_history
+        from hpcmem.kb.store.models import Lesson, LessonEvidence
 
         recorded = 0.0
         if name == "learn_next":
-            from hpcmem.kb.recorder import Recorder
+            from hpcmem.kb.jobs.write import Recorder
 
             began = time.perf_counter()
             recorder = Recorder(store)

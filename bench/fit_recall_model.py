@@ -1,7 +1,11 @@
-"""Fit recall's scorer (kb/rules/recall_model.json) on the corpus's calibration part only.
+"""Fit recall's scorer (kb/recall/recall_model.json) on the corpus's calibration part only.
+
+This is how the shipped ``kb/recall/recall_model.json`` is refit: run it without options and
+commit the file it writes, with the held-out run (bench/bench_recall_quality.py) that judges it.
+The options make candidate fits for experiments (bench/experiments/, docs/benchmarks.md).
 
     .venv/bin/python bench/fit_recall_model.py [--rotations N] [--cap-margins Q] [--failures] [--cv]
-        [--ceilings] [--dry-run] [--out kb/rules/recall_model.json]
+        [--ceilings] [--dry-run] [--out kb/recall/recall_model.json]
 
 Without ``--dry-run`` it writes ``--out``: by default over the shipped model.
 
@@ -81,12 +85,12 @@ sys.path.insert(0, str(HERE))
 
 from recall_corpus import REPO, combined, plan  # noqa: E402
 
-OUT = REPO / "kb" / "rules" / "recall_model.json"
+OUT = REPO / "kb" / "recall" / "recall_model.json"
 L2 = 1.0
 
 
 def idf_table(texts: list[str]) -> dict:
-    from hpcmem.kb.signatures import excerpt_template, words
+    from hpcmem.kb.signatures.fingerprint import excerpt_template, words
 
     df: Counter = Counter()
     for text in texts:
@@ -178,7 +182,7 @@ def with_idf(model, idf: dict):
     """``model`` with another IDF table (as load_model reads one from recall_model.json)."""
     import dataclasses
 
-    from hpcmem.kb.scoring import _idf
+    from hpcmem.kb.recall.scoring import _idf
 
     n = float(idf["documents"])
     return dataclasses.replace(model, idf={w: _idf(n, df) for w, df in idf["df"].items()}, idf_default=_idf(n, 0))
@@ -197,9 +201,9 @@ def collect(cal, with_small_stores: bool = False, cap_quantile: float | None = N
     the first collection, or given as ``caps``: other plans use the calibration plan's).
     ``floor_quantile``: ``lex_shared_rel`` divides by at least that quantile of the right
     lessons' shared sums (``bm25["rel_floor"]``, computed on the first collection)."""
-    from hpcmem.kb.recall import RecallQuery
-    from hpcmem.kb.scoring import FULL_FEATURES, LEXICAL_FEATURES, Probe, cap_margins
-    from hpcmem.kb.signatures import fingerprint
+    from hpcmem.kb.recall.recaller import RecallQuery
+    from hpcmem.kb.recall.scoring import FULL_FEATURES, LEXICAL_FEATURES, Probe, cap_margins
+    from hpcmem.kb.signatures.fingerprint import fingerprint
 
     idf = idf_table(calibration_texts(cal))
     bm25 = bm25_lengths(cal)
@@ -269,8 +273,8 @@ def collect(cal, with_small_stores: bool = False, cap_quantile: float | None = N
 
 def bm25_lengths(cal) -> dict[str, float]:
     """``lex_shared``'s length normalisation: the lessons' mean excerpt length in distinct words."""
-    from hpcmem.kb.scoring import BM25_DEFAULTS
-    from hpcmem.kb.signatures import excerpt_template, words
+    from hpcmem.kb.recall.scoring import BM25_DEFAULTS
+    from hpcmem.kb.signatures.fingerprint import excerpt_template, words
 
     sizes = [len(set(words(excerpt_template(i.text)))) for i, _ in cal.lessons]
     return BM25_DEFAULTS | {"average_words": round(sum(sizes) / len(sizes), 2)}
@@ -347,7 +351,7 @@ def small_stores(cal, every: dict[str, list], lone: dict[str, dict[str, float]],
     Their keys in ``Collected.rows`` are "<query id>|<n>" (``simulated`` finds them)."""
     import random
 
-    from hpcmem.kb.scoring import give_margins
+    from hpcmem.kb.recall.scoring import give_margins
 
     lessons = sorted({c.name for _, c in cal.lessons})
     out: dict[str, list] = {}
@@ -418,7 +422,7 @@ def decide(answers, queries, recurrent: set[str], threshold: float) -> float:
 def answer(hits, threshold: float):
     """What recall applies: the most probable lesson in the match band (probability at the
     threshold, and no differing token its fix names), or None (abstained); None too when
-    another class's lesson ties it exactly (``kb.recall.unresolved_ties``)."""
+    another class's lesson ties it exactly (``kb.recall.recaller.unresolved_ties``)."""
     matching = [h for h in hits if h[1] >= threshold and not h[2]]
     if not matching:
         return None
@@ -512,7 +516,7 @@ def training_rows(data: Collected, qids, features: tuple[str, ...], which: int, 
 def logistic_scorer(rows: list, labels: list, features: tuple[str, ...], l2: float = L2,
                     weights: list[float] | None = None):
     """The shipped kind of model, fitted: rows -> probabilities."""
-    from hpcmem.kb.scoring import LinearModel
+    from hpcmem.kb.recall.scoring import LinearModel
 
     w, b = fit_logistic(rows, labels, l2, features, weights)
     model = LinearModel(features, tuple(w), b)
@@ -582,7 +586,7 @@ def cross_validate(data: Collected, features: tuple[str, ...], which: int = 0, f
     (``fold_rows``); otherwise the table of all calibration texts serves every fold.
     ``small``: the training queries' simulated small stores are fitted too (when collected:
     ``--small-stores``); the test fold is judged in the calibration store.
-    Experiments (bench/scorer_experiments.py) swap parts: ``scorer(rows, labels, features)``
+    Experiments (bench/experiments/scorer_experiments.py) swap parts: ``scorer(rows, labels, features)``
     fits another kind of model; ``more_rows(train_families, which)`` adds training rows;
     ``transform(collected)`` adds features to the collected rows.
     ``unseen_lessons``: the training rows leave out candidates that are the test fold's lessons,
@@ -616,7 +620,7 @@ def cross_validate(data: Collected, features: tuple[str, ...], which: int = 0, f
 def template_collisions(cal) -> dict:
     """Shares of queries whose masked decisive template / masked excerpt equals a lesson's of
     another class (recurrences), or any lesson's (no-lesson queries): text alone cannot tell them."""
-    from hpcmem.kb.signatures import excerpt_template, fingerprint
+    from hpcmem.kb.signatures.fingerprint import excerpt_template, fingerprint
 
     lessons = [(cls.name, fingerprint(i.text).template, excerpt_template(i.text)) for i, cls in cal.lessons]
     out = {}
@@ -670,7 +674,7 @@ def main() -> None:
         ap.error("--parts: the held-out part only ever reports")
     if args.shared_floor is not None and args.rotations:
         ap.error("--shared-floor: not with --rotations (other plans would compute their own floor)")
-    from hpcmem.kb.scoring import FULL_FEATURES
+    from hpcmem.kb.recall.scoring import FULL_FEATURES
 
     args.without = frozenset(filter(None, args.without.split(",")))
     unknown = args.without - set(FULL_FEATURES)
@@ -691,8 +695,8 @@ def main() -> None:
 
 
 def report(args, cal, data: Collected, others: list[Collected]) -> None:
-    from hpcmem.kb import scoring
-    from hpcmem.kb.scoring import LinearModel
+    from hpcmem.kb.recall import scoring
+    from hpcmem.kb.recall.scoring import LinearModel
 
     dropped = args.without
     FULL_FEATURES = tuple(f for f in scoring.FULL_FEATURES if f not in dropped)

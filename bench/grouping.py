@@ -24,7 +24,7 @@ import os
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from hpcmem.kb.signatures import HEURISTICS, UNKNOWN, fingerprint, heuristics_left_out
+from hpcmem.kb.signatures.fingerprint import HEURISTICS, UNKNOWN, fingerprint, heuristics_left_out
 
 # ../shared beside the repository (the workplace layout); --loghub or HPCMEM_LOGHUB elsewhere.
 DEFAULT_LOGHUB = Path(os.environ.get("HPCMEM_LOGHUB", Path(__file__).resolve().parents[2] / "shared" / "bench" / "loghub"))
@@ -220,7 +220,7 @@ def render(results: list[dict]) -> str:
         "(add `--misses 10` to list the worst groups per dataset on stderr). It reads",
         "`../shared/bench/loghub/*/*_2k.log_structured*.csv` (beside the repository) in place.",
         "",
-        "Method. Each message's `Content` goes through `hpcmem.kb.signatures.fingerprint` and",
+        "Method. Each message's `Content` goes through `hpcmem.kb.signatures.fingerprint.fingerprint` and",
         "messages are grouped by the resulting template (Loghub lines are not job errors, so the",
         "category is left out). There is no clustering and no per-dataset setting: the template",
         "comes from the same masking that job errors get. Grouping accuracy (GA, Zhu et al.): a",
@@ -255,7 +255,7 @@ def render(results: list[dict]) -> str:
         "an `address (resolved name)` pair with an empty name is the same field, zero-padded",
         "8/16-digit words are hex, runs of one placeholder collapse to one. The fix-relevant",
         "tokens (sonames, symbol versions, module/version, `sm_XX`, exception classes, rule `keep`",
-        "tokens) stay protected; `tests/kb/test_signatures.py` checks them. Masking user names",
+        "tokens) stay protected; `tests/kb/signatures/test_signatures.py` checks them. Masking user names",
         "costs Linux, whose labels keep `user=root`, `user=guest`, `user=test` apart, while",
         "OpenSSH's labels mask them. Short device names (`eth0`, `alt0`, `CPU1`) are kept, which",
         "splits a few Thunderbird groups and keeps HPC's interface groups apart.",

@@ -6,7 +6,7 @@ The quality benchmark (bench_recall_quality.py) measures a cold store: each less
 only the instance it was recorded from. In use, a lesson that fixed a recurrence is
 confirmed (``hpcmem feedback --worked`` with the error), and the recurrence's fingerprint
 becomes an alias. Here every known class with two or more recurrences has its first
-recurrence (by id) confirmed through ``kb.evidence.feedback``, as a user would; then the
+recurrence (by id) confirmed through ``kb.lessons.evidence.feedback``, as a user would; then the
 other recurrences and every no-lesson query are recalled, in the same store, before and
 after the confirmations. The confirmed recurrences are left out of both. Nothing is chosen
 from this run: it measures the learning loop with the shipped scorer.
@@ -40,7 +40,7 @@ def confirmed_first(target: Plan) -> dict[str, str]:
 def run(part: str) -> dict:
     from recall_methods import HpcmemStore
 
-    from hpcmem.kb.evidence import feedback
+    from hpcmem.kb.lessons.evidence import feedback
 
     target = plan(part)
     confirm = confirmed_first(target)

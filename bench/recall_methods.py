@@ -1,7 +1,7 @@
 """The recall methods the corpus benchmarks compare, over the same recorded lessons.
 
-- hpcmem: lessons recorded with ``kb.record.record`` in a fresh user store, signatures
-  embedded as a site would, queries answered by ``kb.recall.Recaller`` (library code only).
+- hpcmem: lessons recorded with ``kb.lessons.from_error.record`` in a fresh user store, signatures
+  embedded as a site would, queries answered by ``kb.recall.recaller.Recaller`` (library code only).
 - BM25 (bm25s) over the raw texts the lessons were recorded from.
 - raw MiniLM: cosine of the same model's embeddings of the raw texts.
 
@@ -26,13 +26,13 @@ class HpcmemStore:
         self.tmp = tempfile.TemporaryDirectory(prefix="hpcmem-corpus-")
         os.environ["HPCMEM_HOME"] = self.tmp.name
         os.environ["HPCMEM_DISABLE_LOCAL_CONFIG"] = "1"
-        from hpcmem.kb.actions import parse_action
+        from hpcmem.kb.lessons.actions import parse_action
         from hpcmem.kb.config import load_config
-        from hpcmem.kb.embed import Embedder, embed_missing_signatures, model_spec
+        from hpcmem.kb.recall.embed import Embedder, embed_missing_signatures, model_spec
         from hpcmem.kb.errors import InputError
-        from hpcmem.kb.record import record
-        from hpcmem.kb.scoring import load_model
-        from hpcmem.kb.stack import StoreStack
+        from hpcmem.kb.lessons.from_error import record
+        from hpcmem.kb.recall.scoring import load_model
+        from hpcmem.kb.store.stack import StoreStack
 
         self.config = load_config()
         self.stack = StoreStack.from_config(self.config)
@@ -53,7 +53,7 @@ class HpcmemStore:
         self.model = load_model(model_path) if model_path else load_model()
 
     def recaller(self, *, allow_model: bool = True):
-        from hpcmem.kb.recall import Recaller
+        from hpcmem.kb.recall.recaller import Recaller
 
         return Recaller(self.stack, self.config, allow_model=allow_model, embedder_factory=lambda: self.embedder,
                         record_events=False, model=self.model)
@@ -65,7 +65,7 @@ class HpcmemStore:
 
 def hpcmem_answers(store: HpcmemStore, queries, *, allow_model: bool = True) -> dict[str, dict[str, Any]]:
     """Per query id: ranked [(class, probability, band)] of stored lessons, and whether it abstained."""
-    from hpcmem.kb.recall import RecallQuery
+    from hpcmem.kb.recall.recaller import RecallQuery
 
     recaller = store.recaller(allow_model=allow_model)
     out = {}

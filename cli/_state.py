@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from hpcmem.kb.config import Config
-    from hpcmem.kb.stack import StoreStack
+    from hpcmem.kb.store.stack import StoreStack
 
 
 @dataclass
@@ -34,7 +34,7 @@ class State:
         if self._config is None:
             from hpcmem.kb.config import load_config
 
-            from hpcmem.kb.rules_digest import use_site_rules
+            from hpcmem.kb.signatures.rules_digest import use_site_rules
 
             self._config = load_config(cli_overrides=self.cli_overrides(), config_file=self.config_file)
             rules_file = str(self._config.get("signatures.rules_file") or "").strip()
@@ -44,7 +44,7 @@ class State:
     @property
     def stack(self) -> "StoreStack":
         if self._stack is None:
-            from hpcmem.kb.stack import StoreStack
+            from hpcmem.kb.store.stack import StoreStack
 
             self._stack = StoreStack.from_config(self.config)
         return self._stack

@@ -20,7 +20,7 @@ def db_grant(
     """Create the store's group roles and grant them what the scope allows (run as the schema owner)."""
     from dataclasses import replace
 
-    from hpcmem.kb.access import default_roles, grant_statements, setup_pg_roles
+    from hpcmem.kb.store.access import default_roles, grant_statements, setup_pg_roles
     from hpcmem.kb.errors import InputError
 
     store = STATE.stack.by_scope(scope)

@@ -13,7 +13,7 @@ app = typer.Typer(help="Show the layered configuration.", no_args_is_help=True)
 @app.command("show")
 def config_show(json_: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
     """Print every setting with the scope that set it (builtin, site, user, file, env, cli)."""
-    from hpcmem.kb.store import redact_url
+    from hpcmem.kb.store.database import redact_url
 
     rows = [(key, redact_url(v) if key.endswith(".url") else v, origin) for key, v, origin in STATE.config.flat()]
     if json_:

@@ -30,11 +30,11 @@ def db_upgrade(
         _refingerprint_if_stale(store, scope)
 
 
-def _refingerprint_if_stale(store, scope: str) -> None:  # noqa: ANN001 - a hpcmem.kb.store.Store
+def _refingerprint_if_stale(store, scope: str) -> None:  # noqa: ANN001 - a hpcmem.kb.store.database.Store
     import getpass
 
-    from hpcmem.kb.refingerprint import refingerprint
-    from hpcmem.kb.rules_digest import DIGEST_KEY, current_digest
+    from hpcmem.kb.store.refingerprint import refingerprint
+    from hpcmem.kb.signatures.rules_digest import DIGEST_KEY, current_digest
 
     STATE.config  # the site's rules file (signatures.rules_file) is part of the rules
     from sqlalchemy import text
@@ -68,7 +68,7 @@ def db_refingerprint(
     """
     import getpass
 
-    from hpcmem.kb.refingerprint import refingerprint
+    from hpcmem.kb.store.refingerprint import refingerprint
 
     STATE.config  # the site's rules file is part of the rules
     store = STATE.stack.by_scope(scope)
@@ -106,7 +106,7 @@ def db_current(
     json_: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Show a store's schema revision and the revision this hpcmem expects."""
-    from hpcmem.kb.schema_version import SCHEMA_HEAD
+    from hpcmem.kb.store.schema_version import SCHEMA_HEAD
 
     store = STATE.stack.by_scope(scope)
     info = store.info()
@@ -125,7 +125,7 @@ def db_current(
 @app.command("history")
 def db_history(json_: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
     """List the schema revisions this hpcmem ships, newest first."""
-    from hpcmem.kb import migrate
+    from hpcmem.kb.store import migrate
 
     revisions = migrate.history()
     if json_:

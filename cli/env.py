@@ -38,7 +38,7 @@ def env_snapshot(
 ) -> None:
     """Store the current environment (only when it changed since the latest snapshot)."""
     from hpcmem.ingest.environment import build_snapshot
-    from hpcmem.kb.environment import latest_snapshot, save_snapshot
+    from hpcmem.kb.environment.history import latest_snapshot, save_snapshot
     from hpcmem.kb.errors import InputError
 
     if live and (modules or partitions):
@@ -65,7 +65,7 @@ def env_list(
     json_: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """The stored snapshots, newest first."""
-    from hpcmem.kb.environment import snapshots
+    from hpcmem.kb.environment.history import snapshots
 
     rows = [s.summary() for s in snapshots(STATE.stack.by_scope(scope).open())]
     if json_:
@@ -87,7 +87,7 @@ def env_diff(
     json_: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Modules added/removed/default changed, partitions added/removed/limits changed."""
-    from hpcmem.kb.environment import diff, get_snapshot, snapshots
+    from hpcmem.kb.environment.history import diff, get_snapshot, snapshots
     from hpcmem.kb.errors import InputError
 
     store = STATE.stack.by_scope(scope).open()

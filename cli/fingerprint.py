@@ -14,9 +14,9 @@ def fingerprint(
 ) -> None:
     """Print {"fingerprint", "template", "category"} per message (one message per line by default)."""
     from hpcmem.cli._state import STATE
-    from hpcmem.kb.redact import redact_text
-    from hpcmem.kb.signatures import fingerprint as fingerprint_of
-    from hpcmem.kb.signatures import signature_of_block
+    from hpcmem.kb.safety.redact import redact_text
+    from hpcmem.kb.signatures.fingerprint import fingerprint as fingerprint_of
+    from hpcmem.kb.signatures.fingerprint import signature_of_block
 
     STATE.config  # reads signatures.rules_file: the site's rules count too
     data = sys.stdin.buffer.read().decode("utf-8", errors="replace")

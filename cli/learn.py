@@ -15,7 +15,7 @@ def learn(
     json_: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Pair failed jobs with later successful resubmissions and record what changed."""
-    from hpcmem.kb.learn import learn_from_history
+    from hpcmem.kb.lessons.learn import learn_from_history
 
     store = STATE.stack.by_scope(scope).open()
     summary = learn_from_history(store, window_hours=window_hours, full=full)

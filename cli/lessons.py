@@ -1,6 +1,6 @@
 """`hpcmem lessons ...`: list, inspect and curate lessons across the store stack.
 
-Each command calls one function of ``hpcmem.kb.curation`` or ``hpcmem.kb.portable``,
+Each command calls one function of ``hpcmem.kb.lessons.curation`` or ``hpcmem.kb.lessons.portable``,
 imported inside the command so `hpcmem --help` and recall never pay for the ORM.
 """
 
@@ -34,7 +34,7 @@ def embed_in_shared(store_label: str) -> None:
     readers' recalls never write to shared stores (see `hpcmem lessons embed`)."""
     if store_label == "user":
         return
-    from hpcmem.kb.embed import embed_new_lessons
+    from hpcmem.kb.recall.embed import embed_new_lessons
 
     _done_count, warning = embed_new_lessons(STATE.stack.by_scope(store_label), STATE.config)
     if warning:
@@ -62,7 +62,7 @@ def list_(
     json_: bool = typer.Option(False, "--json", help="Print a JSON list."),
 ) -> None:
     """List lessons of every store you can read (or one scope)."""
-    from hpcmem.kb.curation import list_lessons
+    from hpcmem.kb.lessons.curation import list_lessons
 
     lessons = list_lessons(STATE.stack, scope=scope, statuses=status, category=category)
     if json_:
@@ -81,8 +81,8 @@ def show(
     json_: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Show one lesson with its evidence and audit history."""
-    from hpcmem.kb.actions import describe_action
-    from hpcmem.kb.curation import show_lesson
+    from hpcmem.kb.lessons.actions import describe_action
+    from hpcmem.kb.lessons.curation import show_lesson
 
     lesson = show_lesson(STATE.stack, lesson_id, scope)
     if json_:
@@ -124,7 +124,7 @@ def edit(
     json_: bool = typer.Option(False, "--json", help="Print the edited lesson as JSON."),
 ) -> None:
     """Edit a lesson; the new text is redacted, sanitised and linted again."""
-    from hpcmem.kb.curation import edit_lesson
+    from hpcmem.kb.lessons.curation import edit_lesson
 
     lesson = edit_lesson(STATE.stack, lesson_id, actor=getpass.getuser(), cause=cause, fix=fix, context=context,
                          actions=list(action) if action else None, scope=scope)
@@ -139,7 +139,7 @@ def propose(
     json_: bool = typer.Option(False, "--json", help="Print the proposed copy as JSON."),
 ) -> None:
     """Propose a lesson to a lab: a generalised copy (no private paths or job ids) awaits review."""
-    from hpcmem.kb.curation import propose_lesson
+    from hpcmem.kb.lessons.curation import propose_lesson
 
     lesson = propose_lesson(STATE.stack, lesson_id, to=to, actor=getpass.getuser(), scope=scope)
     _done(lesson, "proposed", json_)
@@ -151,7 +151,7 @@ def review(
     json_: bool = typer.Option(False, "--json", help="Print the queue as JSON."),
 ) -> None:
     """The review queue: candidates with evidence, safety flags and a diff against known lessons."""
-    from hpcmem.kb.curation import review_queue
+    from hpcmem.kb.lessons.curation import review_queue
 
     queue = review_queue(STATE.stack, scope)
     if json_:
@@ -185,7 +185,7 @@ def approve(
     json_: bool = typer.Option(False, "--json", help="Print the approved lesson as JSON."),
 ) -> None:
     """Approve a candidate: it becomes validated and curated."""
-    from hpcmem.kb.curation import approve_lesson
+    from hpcmem.kb.lessons.curation import approve_lesson
 
     lesson = approve_lesson(STATE.stack, lesson_id, actor=getpass.getuser(), override_safety=override_safety,
                             reason=reason, scope=scope)
@@ -200,7 +200,7 @@ def reject(
     json_: bool = typer.Option(False, "--json", help="Print the lesson as JSON."),
 ) -> None:
     """Reject a lesson; recall stops showing it."""
-    from hpcmem.kb.curation import reject_lesson
+    from hpcmem.kb.lessons.curation import reject_lesson
 
     _done(reject_lesson(STATE.stack, lesson_id, actor=getpass.getuser(), reason=reason, scope=scope), "rejected", json_)
 
@@ -213,7 +213,7 @@ def expire(
     json_: bool = typer.Option(False, "--json", help="Print the lesson as JSON."),
 ) -> None:
     """Expire a lesson by hand (revalidation will not bring it back)."""
-    from hpcmem.kb.curation import expire_lesson
+    from hpcmem.kb.lessons.curation import expire_lesson
 
     _done(expire_lesson(STATE.stack, lesson_id, actor=getpass.getuser(), reason=reason, scope=scope), "expired", json_)
 
@@ -228,7 +228,7 @@ def promote(
     json_: bool = typer.Option(False, "--json", help="Print the cluster copy as JSON."),
 ) -> None:
     """Promote a validated lab lesson to the cluster store."""
-    from hpcmem.kb.curation import promote_lesson
+    from hpcmem.kb.lessons.curation import promote_lesson
 
     lesson = promote_lesson(STATE.stack, lesson_id, actor=getpass.getuser(), to=to,
                             override_safety=override_safety, reason=reason, scope=scope)
@@ -244,7 +244,7 @@ def merge(
     json_: bool = typer.Option(False, "--json", help="Print the kept lesson as JSON."),
 ) -> None:
     """Merge two duplicate lessons: one keeps both's evidence, the other is rejected."""
-    from hpcmem.kb.curation import merge_lessons
+    from hpcmem.kb.lessons.curation import merge_lessons
 
     lesson = merge_lessons(STATE.stack, first, second, actor=getpass.getuser(), keep=keep, scope=scope)
     if json_:
@@ -261,7 +261,7 @@ def embed(
 ) -> None:
     """Give lessons without vectors their vectors (a store's maintainer or timer runs it; recall never
     writes to shared stores)."""
-    from hpcmem.kb.embed import embed_new_lessons
+    from hpcmem.kb.recall.embed import embed_new_lessons
     from hpcmem.kb.errors import StoreError
 
     done, warning = embed_new_lessons(STATE.stack.by_scope(scope), STATE.config)
@@ -279,7 +279,7 @@ def export(
     status: List[str] = typer.Option([], "--status", help="Only these statuses (repeatable)."),
 ) -> None:
     """Write lessons as JSONL on stdout (schemas/lesson.schema.json)."""
-    from hpcmem.kb.portable import export_lessons
+    from hpcmem.kb.lessons.portable import export_lessons
 
     count = 0
     for record in export_lessons(STATE.stack, scope=scope, statuses=status):
@@ -295,7 +295,7 @@ def import_(
     json_: bool = typer.Option(False, "--json", help="Print the counts as JSON."),
 ) -> None:
     """Import lessons (idempotent by id; a newer updated_at replaces an older copy)."""
-    from hpcmem.kb.portable import import_lessons
+    from hpcmem.kb.lessons.portable import import_lessons
 
     result = import_lessons(STATE.stack, file, scope=scope, actor=getpass.getuser())
     if json_:

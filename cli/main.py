@@ -114,7 +114,7 @@ def main() -> None:
         sys.stderr.write("Interrupted\n")
         sys.exit(130)
     except Exception as exc:  # an OS or database refusal is the user's to fix, not a bug
-        from hpcmem.kb.access import as_permission_denied
+        from hpcmem.kb.store.access import as_permission_denied
 
         denied = as_permission_denied(exc)
         if denied is None:

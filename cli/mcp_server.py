@@ -91,7 +91,7 @@ class Memory:
         self._base_warnings: list[str] = []
 
     def _get_recaller(self):
-        from hpcmem.kb.recall import Recaller
+        from hpcmem.kb.recall.recaller import Recaller
 
         if self._recaller is None:
             self._recaller = Recaller(STATE.stack, STATE.config, allow_model=True)
@@ -102,7 +102,7 @@ class Memory:
                cluster: str | None, limit: int, include_expired: bool) -> dict[str, Any]:
         from hpcmem.cli.recall import drain_my_events
         from hpcmem.kb.errors import InputError
-        from hpcmem.kb.recall import RecallQuery
+        from hpcmem.kb.recall.recaller import RecallQuery
 
         if not (error and error.strip()) and not job_id:
             raise InputError("give 'error' (the error text) or 'job_id'")
@@ -118,7 +118,7 @@ class Memory:
 
     def record(self, **kwargs: Any) -> dict[str, Any]:
         from hpcmem.cli.recall import drain_my_events
-        from hpcmem.kb.record import record
+        from hpcmem.kb.lessons.from_error import record
 
         drain_my_events(kwargs.get("job_id"))  # so a job the epilog just spooled is known
         cluster = kwargs.pop("cluster") or (STATE.config.get("cluster.name") if not kwargs.get("job_id") else None)
@@ -126,19 +126,19 @@ class Memory:
 
     def feedback(self, *, lesson_id: str, worked: bool, job_id: str | None, error: str | None,
                  note: str | None) -> dict[str, Any]:
-        from hpcmem.kb.evidence import feedback
+        from hpcmem.kb.lessons.evidence import feedback
 
         return feedback(STATE.stack, lesson_id, worked=worked, actor=getpass.getuser(), job_id=job_id, note=note,
                         error_text=error)
 
     def show_lesson(self, lesson_id: str) -> dict[str, Any]:
-        from hpcmem.kb.curation import show_lesson
+        from hpcmem.kb.lessons.curation import show_lesson
 
         return show_lesson(STATE.stack, lesson_id, None)
 
     def list_lessons(self, *, scope: str | None, status: list[str], category: str | None,
                      limit: int) -> dict[str, Any]:
-        from hpcmem.kb.curation import list_lessons
+        from hpcmem.kb.lessons.curation import list_lessons
         from hpcmem.kb.errors import InputError
 
         if not 1 <= limit <= 500:
@@ -192,7 +192,7 @@ def build_server(memory: Memory | None = None):
         except HpcmemError as exc:
             raise ToolError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
         except Exception as exc:  # noqa: BLE001 - an OS or database refusal, or a bug: say which, one line
-            from hpcmem.kb.access import as_permission_denied
+            from hpcmem.kb.store.access import as_permission_denied
 
             denied = as_permission_denied(exc)
             if denied is not None:

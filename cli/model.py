@@ -17,8 +17,8 @@ def model_export(
     json_: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Export the configured model to ONNX (needs torch; run once, at install time)."""
-    from hpcmem.kb.embed import model_spec
-    from hpcmem.kb.onnx_encoder import export_onnx
+    from hpcmem.kb.recall.embed import model_spec
+    from hpcmem.kb.recall.onnx_encoder import export_onnx
 
     spec = model_spec(STATE.config)
     export, made = export_onnx(spec, spec.onnx_dir, force=force)
@@ -34,8 +34,8 @@ def model_export(
 @app.command("status")
 def model_status(json_: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
     """Which model and encoder queries use (reads the export's record; loads no model)."""
-    from hpcmem.kb.embed import model_spec
-    from hpcmem.kb.onnx_encoder import export_path, ready_export
+    from hpcmem.kb.recall.embed import model_spec
+    from hpcmem.kb.recall.onnx_encoder import export_path, ready_export
 
     spec = model_spec(STATE.config)
     export = ready_export(spec, spec.onnx_dir) if spec.encoder != "sentence-transformers" else None

@@ -33,7 +33,7 @@ def recall(
     """Recall lessons for an error. Exit 0: a stored lesson matches; 1: none matches (related lessons
     and built-in advice may still be shown); 2: error."""
     from hpcmem.kb.errors import InputError
-    from hpcmem.kb.recall import Recaller, RecallQuery
+    from hpcmem.kb.recall.recaller import Recaller, RecallQuery
 
     given = [x for x in (error, job, log, batch) if x is not None]
     if not given:
@@ -86,7 +86,7 @@ def _log_excerpt(path: Path, extra: str | None) -> str:
 def _run_batch(recaller, path: Path, base: dict[str, Any]) -> None:
     """One result line per input line, in input order; bad lines get an error line."""
     from hpcmem.kb.errors import HpcmemError, InputError
-    from hpcmem.kb.recall import RecallQuery
+    from hpcmem.kb.recall.recaller import RecallQuery
 
     try:
         fh = sys.stdin if str(path) == "-" else open(path, encoding="utf-8", errors="replace")
@@ -138,7 +138,7 @@ def _render(result: dict[str, Any]) -> None:
     from rich.panel import Panel
     from rich.text import Text
 
-    from hpcmem.kb.actions import describe_action
+    from hpcmem.kb.lessons.actions import describe_action
 
     q = result["query"]
     seen = result["seen_before"]

@@ -31,7 +31,7 @@ def record(
 ) -> None:
     """Record a lesson (context / cause / fix) for an error, in your store or a shared one."""
     from hpcmem.kb.errors import InputError
-    from hpcmem.kb.record import record as run
+    from hpcmem.kb.lessons.from_error import record as run
 
     if sum(x is not None for x in (error, error_file)) > 1:
         raise InputError("give only one of --error and --error-file")

@@ -23,9 +23,9 @@ def revalidate(
     """Expire or flag lessons whose modules, partitions or limits changed; restore recovered ones."""
     from hpcmem.cli.env import read_text
     from hpcmem.ingest.environment import build_snapshot
-    from hpcmem.kb.environment import latest_snapshot, save_snapshot
-    from hpcmem.kb.evidence import judge_recall_events
-    from hpcmem.kb.revalidate import revalidate as run
+    from hpcmem.kb.environment.history import latest_snapshot, save_snapshot
+    from hpcmem.kb.lessons.evidence import judge_recall_events
+    from hpcmem.kb.environment.revalidate import revalidate as run
 
     store = STATE.stack.by_scope(scope).open()
     cluster = STATE.config.get("cluster.name")
@@ -34,8 +34,8 @@ def revalidate(
         env, carried = build_snapshot(read_text(modules, "--modules"), read_text(partitions, "--partitions"),
                                       live=live, previous=snapshot)
         if dry_run:
-            from hpcmem.kb.environment import StoredSnapshot
-            from hpcmem.kb.types import utcnow
+            from hpcmem.kb.environment.history import StoredSnapshot
+            from hpcmem.kb.store.column_types import utcnow
 
             snapshot = StoredSnapshot(None, cluster, utcnow(), "dry run", env, env.content_hash())
         else:
@@ -74,7 +74,7 @@ def feedback(
 ) -> None:
     """Tell hpcmem whether a recalled lesson worked; confidence follows the evidence."""
     from hpcmem.kb.errors import InputError
-    from hpcmem.kb.evidence import feedback as run
+    from hpcmem.kb.lessons.evidence import feedback as run
 
     if worked == failed:
         raise InputError("give exactly one of --worked and --failed")

@@ -10,7 +10,7 @@ from hpcmem.cli._state import STATE
 
 def stores(json_: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
     """List the user, lab and cluster stores; creates and migrates the user store if needed."""
-    from hpcmem.kb.stack import describe_stack
+    from hpcmem.kb.store.stack import describe_stack
 
     infos = describe_stack(STATE.stack)
     if json_:

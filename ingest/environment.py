@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from hpcmem.ingest.lmod import live_modules, read_modules
 from hpcmem.ingest.partitions import live_partitions, read_partitions
-from hpcmem.kb.env_snapshot import EnvSnapshot
-from hpcmem.kb.environment import StoredSnapshot
+from hpcmem.kb.environment.snapshot import EnvSnapshot
+from hpcmem.kb.environment.history import StoredSnapshot
 from hpcmem.kb.errors import InputError
 
 

@@ -45,7 +45,7 @@ def failure_message(job: SacctJob, *, from_sacct: bool = False, shape: bool = Fa
 
     ``shape``: the same line with the job id's digits and the time in a fixed form. Lines
     of one shape differ only in what normalization masks (ids, times), so they have one
-    signature: a bulk reader fingerprints each shape once (kb/recorder.py), not each job.
+    signature: a bulk reader fingerprints each shape once (kb/jobs/write.py), not each job.
 
     ``from_sacct``: the exit code is sacct's, where Slurm 22.05 shows a batch script's exit
     status 139 (128+SIGSEGV) as ``11:0`` (seen on the project's harness: slurmctld logs

@@ -34,9 +34,9 @@ import subprocess
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
-from hpcmem.kb.env_snapshot import ModuleInfo, ModuleSnapshot
+from hpcmem.kb.environment.snapshot import ModuleInfo, ModuleSnapshot
 from hpcmem.kb.errors import InputError
-from hpcmem.kb.lmod_versions import lmod_version_key, sort_versions
+from hpcmem.kb.environment.lmod_versions import lmod_version_key, sort_versions
 
 __all__ = [
     "ModuleInfo",

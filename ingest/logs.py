@@ -15,9 +15,9 @@ from sqlalchemy import select
 
 from hpcmem.ingest.logscan import LogExcerpt, iter_log_paths, scan_log
 from hpcmem.kb.errors import InputError
-from hpcmem.kb.models import Occurrence
-from hpcmem.kb.recorder import Recorder
-from hpcmem.kb.store import Store
+from hpcmem.kb.store.models import Occurrence
+from hpcmem.kb.jobs.write import Recorder
+from hpcmem.kb.store.database import Store
 
 
 @dataclass

@@ -20,7 +20,7 @@ U+FFFD), reduced to the final state of carriage-return progress bars (tqdm), cut
 and then classified by the line rules in ``_KINDS``. A Python traceback becomes its
 header, the innermost three frames and the exception line; when a log holds several
 tracebacks (chained exceptions, many ranks) only the last one is kept. The excerpt is
-redacted with :func:`hpcmem.kb.redact.redact_text` and bounded to 4 KiB: it keeps the
+redacted with :func:`hpcmem.kb.safety.redact.redact_text` and bounded to 4 KiB: it keeps the
 first error and as many of the last error blocks as fit.
 """
 
@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from hpcmem.kb.errors import InputError
-from hpcmem.kb.redact import redact_text
+from hpcmem.kb.safety.redact import redact_text
 
 __all__ = [
     "LogExcerpt",

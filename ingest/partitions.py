@@ -23,7 +23,7 @@ import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 
-from hpcmem.kb.env_snapshot import SINFO_FIELDS, PartitionInfo
+from hpcmem.kb.environment.snapshot import SINFO_FIELDS, PartitionInfo
 from hpcmem.kb.slurm_units import format_time_limit, parse_duration, parse_size_mb, parse_tres
 from hpcmem.kb.errors import InputError
 

@@ -17,8 +17,8 @@ from typing import Any, Callable, Iterable, Sequence
 
 from hpcmem.ingest.failure_message import failure_message
 from hpcmem.ingest.sacct import ParseIssue, SacctJob, SacctReader
-from hpcmem.kb.recorder import Recorder
-from hpcmem.kb.store import Store
+from hpcmem.kb.jobs.write import Recorder
+from hpcmem.kb.store.database import Store
 
 # Issues kept in full for the report; the rest are only counted.
 MAX_REPORTED_ISSUES = 50

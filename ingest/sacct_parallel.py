@@ -40,9 +40,9 @@ from typing import Any, Callable, Iterator, Sequence
 
 from hpcmem.ingest.sacct import ParseIssue, SacctReader
 from hpcmem.ingest.sacct_ingest import MAX_REPORTED_ISSUES, IngestSummary, failure_row, job_row
-from hpcmem.kb.recorder import Recorder, RecordStats, RowPreparer
-from hpcmem.kb.rules_digest import site_rules_path, use_site_rules
-from hpcmem.kb.store import Store
+from hpcmem.kb.jobs.write import Recorder, RecordStats, RowPreparer
+from hpcmem.kb.signatures.rules_digest import site_rules_path, use_site_rules
+from hpcmem.kb.store.database import Store
 
 # Files smaller than this are read in one process: starting workers costs ~0.3 s.
 MIN_PARALLEL_BYTES = 20_000_000

@@ -22,7 +22,7 @@ read them.
 
 Draining (:func:`drain_spool`, :func:`drain_user_events`) takes the user directory's
 lock, validates each event (a malformed one goes to ``quarantine/`` with the reason),
-writes a batch through :class:`hpcmem.kb.recorder.Recorder` in ONE transaction that also
+writes a batch through :class:`hpcmem.kb.jobs.write.Recorder` in ONE transaction that also
 records each event id in the store's ``store_meta`` table (key ``spool:<event id>``),
 and only then moves the files to ``done/``. A drain killed at any point therefore
 leaves each event either not ingested (still in ``new/``) or ingested with its id
@@ -739,8 +739,8 @@ def _is_lock_error(exc: BaseException) -> bool:
 def _write_batch(store, events, summary: DrainSummary, lock_wait_s: float) -> None:
     from sqlalchemy import select
 
-    from hpcmem.kb.models import StoreMeta
-    from hpcmem.kb.recorder import Recorder
+    from hpcmem.kb.store.models import StoreMeta
+    from hpcmem.kb.jobs.write import Recorder
 
     ledgered = _LedgeredStore(store, lock_wait_s)
     keys = {f"{LEDGER_PREFIX}{event['event_id']}" for _name, event in events}
@@ -781,9 +781,9 @@ class _LedgeredStore:
     def transaction(self) -> Iterator[Any]:
         from sqlalchemy import insert
 
-        from hpcmem.kb.models import StoreMeta
-        from hpcmem.kb.store import SQLITE_BUSY_TIMEOUT_MS
-        from hpcmem.kb.types import utcnow
+        from hpcmem.kb.store.models import StoreMeta
+        from hpcmem.kb.store.database import SQLITE_BUSY_TIMEOUT_MS
+        from hpcmem.kb.store.column_types import utcnow
 
         with self.store.session() as session, session.begin():
             conn = session.connection()

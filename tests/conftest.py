@@ -61,7 +61,7 @@ def pg_schema(pg_server_url: str):
 @pytest.fixture(params=["sqlite", "postgresql"])
 def store_factory(request: pytest.FixtureRequest, tmp_path: Path):
     """Build a Store on each real backend: a SQLite file, then a PostgreSQL schema."""
-    from hpcmem.kb.store import Store
+    from hpcmem.kb.store.database import Store
 
     made: list[Store] = []
     if request.param == "sqlite":

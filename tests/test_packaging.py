@@ -18,17 +18,25 @@ REPO = Path(__file__).resolve().parent.parent
 @pytest.mark.slow
 def test_regular_install_has_one_namespace_and_the_data_files(tmp_path: Path):
     target = tmp_path / "site"
-    subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--target", str(target), str(REPO)],
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "--target", str(target), str(REPO)],
         check=True, capture_output=True, text=True,
     )
+    # setuptools warns when a folder of data sits in no declared package (it would stop
+    # installing it one day); the build must be clean.
+    output = done.stdout + done.stderr
+    assert "Warning" not in output and "absent from the `packages` configuration" not in output, output
     top_level = {p.name for p in target.iterdir()}
     assert "hpcmem" in top_level
     assert not top_level & {"kb", "cli", "ingest", "schemas", "tests", "bench"}
     assert (target / "bin" / "hpcmem").exists()
     pkg = target / "hpcmem"
-    assert (pkg / "kb" / "migrations" / "env.py").exists()
-    assert sorted(p.name for p in (pkg / "kb" / "migrations" / "versions").glob("0*.py"))
+    assert (pkg / "kb" / "store" / "migrations" / "env.py").exists()
+    assert (pkg / "kb" / "store" / "migrations" / "script.py.mako").exists()
+    assert sorted(p.name for p in (pkg / "kb" / "store" / "migrations" / "versions").glob("0*.py"))
+    # the built-in failure rules and the recall scorer's fit
+    assert (pkg / "kb" / "signatures" / "categories.toml").exists()
+    assert (pkg / "kb" / "recall" / "recall_model.json").exists()
     # the web console's templates and stylesheet (package-data of hpcmem.cli.web)
     assert (pkg / "cli" / "web" / "templates" / "trends.html").exists()
     assert (pkg / "cli" / "web" / "static" / "console.css").exists()

@@ -1,4 +1,4 @@
-"""The lab lead's web console behind `hpcmem serve`: Starlette routes over ``kb.curation``.
+"""The lab lead's web console behind `hpcmem serve`: Starlette routes over ``kb.lessons.curation``.
 
 Why Starlette (with Jinja2, served by uvicorn): it is small, typed and well kept, it is
 already installed with the MCP SDK (``hpcmem mcp``), and the console needs only routing,
@@ -16,7 +16,7 @@ Access model (docs/web-console.md):
 - the console acts as the OS user and database roles running it: every move calls the
   same library function as `hpcmem lessons ...`, so it never has more rights than the CLI.
 
-Every value shown passes ``kb.redact`` (Jinja's ``finalize``) and Jinja's autoescape, so a
+Every value shown passes ``kb.safety.redact`` (Jinja's ``finalize``) and Jinja's autoescape, so a
 cause containing ``<script>`` is shown as text; charts escape their own labels.
 """
 
@@ -40,8 +40,8 @@ from starlette.staticfiles import StaticFiles
 
 from hpcmem.cli.web import charts
 from hpcmem.kb.errors import HpcmemError, InputError, NotFound, PermissionDenied, StoreError
-from hpcmem.kb.redact import redact_text
-from hpcmem.kb.trust import trust_level
+from hpcmem.kb.safety.redact import redact_text
+from hpcmem.kb.safety.trust import trust_level
 
 HERE = Path(__file__).resolve().parent
 ACTIONS = ("approve", "reject", "expire", "promote", "edit", "merge")
@@ -154,7 +154,7 @@ def _status(exc: HpcmemError) -> int:
 def _as_library_error(exc: Exception) -> HpcmemError | None:
     if isinstance(exc, HpcmemError):
         return exc
-    from hpcmem.kb.access import as_permission_denied
+    from hpcmem.kb.store.access import as_permission_denied
 
     return as_permission_denied(exc)
 
@@ -183,7 +183,7 @@ def create_app(console: Console) -> Starlette:
             raise known from None
 
     async def queue(request: Request) -> Response:
-        from hpcmem.kb.curation import review_queue
+        from hpcmem.kb.lessons.curation import review_queue
 
         try:
             items = await call(review_queue, console.stack, console.scope)
@@ -195,7 +195,7 @@ def create_app(console: Console) -> Starlette:
         return render(request, "queue.html", labs=labs)
 
     async def lessons(request: Request) -> Response:
-        from hpcmem.kb.curation import list_lessons
+        from hpcmem.kb.lessons.curation import list_lessons
 
         status = [s for s in request.query_params.getlist("status") if s]
         store = request.query_params.get("store") or console.scope
@@ -207,7 +207,7 @@ def create_app(console: Console) -> Starlette:
                       stores=_store_labels(console))
 
     def _lesson_context(ident: str, store: str | None) -> dict[str, Any]:
-        from hpcmem.kb.curation import list_lessons, show_lesson
+        from hpcmem.kb.lessons.curation import list_lessons, show_lesson
 
         lesson = show_lesson(console.stack, ident, store or console.scope)
         known = {lesson["fingerprint"], *(a["fingerprint"] for a in lesson.get("aliases") or [])}
@@ -228,7 +228,7 @@ def create_app(console: Console) -> Starlette:
         return render(request, "lesson.html", **ctx)
 
     def _apply(action: str, ident: str, store: str | None, form: dict[str, str]) -> tuple[dict[str, Any], str]:
-        from hpcmem.kb import curation
+        from hpcmem.kb.lessons import curation
 
         reason = (form.get("reason") or "").strip() or None
         override = form.get("override_safety") == "on"
@@ -253,7 +253,7 @@ def create_app(console: Console) -> Starlette:
             message = f"{action}: lesson {done['lesson_id'][:8]} in {done['store']} is {done['status']}"
             if done["status"] not in ("rejected", "expired") and done["store"] != "user":
                 # like the CLI: the writer of a shared store embeds what it wrote
-                from hpcmem.kb.embed import embed_new_lessons
+                from hpcmem.kb.recall.embed import embed_new_lessons
 
                 _count, warning = embed_new_lessons(console.stack.by_scope(done["store"]), console.config)
                 if warning:
@@ -287,7 +287,7 @@ def create_app(console: Console) -> Starlette:
         """Aggregating 10^6 occurrences takes most of a second; reuse it until the data changes."""
         import datetime as dt
 
-        from hpcmem.kb.trends import data_version, store_trends
+        from hpcmem.kb.jobs.trends import data_version, store_trends
 
         version, today = data_version(store), dt.date.today()
         hit = console.trends_cache.get(label)
@@ -333,7 +333,7 @@ def create_app(console: Console) -> Starlette:
 
 
 def _store_labels(console: Console) -> list[str]:
-    from hpcmem.kb.curation import scope_label
+    from hpcmem.kb.lessons.curation import scope_label
 
     if console.scope:
         return [console.scope]

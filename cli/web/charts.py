@@ -12,7 +12,7 @@ import itertools
 
 from markupsafe import Markup, escape
 
-from hpcmem.kb.redact import redact_text
+from hpcmem.kb.safety.redact import redact_text
 
 # Colour-blind-safe palette (Okabe-Ito, then Tol's muted), enough for the top categories.
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#332288",

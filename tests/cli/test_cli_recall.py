@@ -180,8 +180,8 @@ def test_recall_never_writes_to_a_shared_store(hpcmem_home, tmp_path):
     import hashlib
 
     from hpcmem.kb.config import load_config
-    from hpcmem.kb.record import record
-    from hpcmem.kb.stack import StoreStack
+    from hpcmem.kb.lessons.from_error import record
+    from hpcmem.kb.store.stack import StoreStack
     from tests.cli.helpers import run_hpcmem
 
     lab = tmp_path / "lab.db"

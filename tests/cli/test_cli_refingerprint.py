@@ -10,7 +10,7 @@ import jsonschema
 
 from tests.cli.helpers import run_hpcmem
 from tests.conftest import REPO, SAMPLES
-from tests.kb.test_refingerprint import SITE_RULES
+from tests.kb.store.test_refingerprint import SITE_RULES
 
 SCHEMA = json.loads((REPO / "schemas" / "recall.schema.json").read_text())
 LOG = SAMPLES / "logs" / "slurm-4410502.out"
@@ -73,7 +73,7 @@ def test_a_bad_rules_file_is_a_one_line_error_and_changes_nothing(tmp_path: Path
 
 
 def test_fingerprint_command_follows_the_site_rules_file(tmp_path: Path):
-    from tests.kb.test_refingerprint import ATOMS_A
+    from tests.kb.store.test_refingerprint import ATOMS_A
 
     rules = tmp_path / "rules.toml"
     rules.write_text(SITE_RULES)

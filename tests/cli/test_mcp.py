@@ -16,7 +16,7 @@ from mcp.client.stdio import stdio_client
 
 from tests.cli.helpers import HPCMEM
 from tests.ingest.test_spool import spool_job
-from tests.kb.test_recall_evidence import corpus_text
+from tests.kb.recall.test_recall_evidence import corpus_text
 
 # Two real reports of one failure (data/corpus): cuDNN at run time older than at build time.
 CUDNN_LESSON, CUDNN_VARIANT = corpus_text("cuda-0054"), corpus_text("cuda-0059")

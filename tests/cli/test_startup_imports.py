@@ -65,7 +65,7 @@ def test_known_template_recall_imports_nothing_heavy(known_lesson):
 def test_fingerprint_imports_nothing_heavy():
     result, modules = imported("fingerprint", stdin=OOM + "\n")
     assert result.returncode == 0 and json.loads(result.stdout)["category"], result.stderr
-    assert offenders(modules, HEAVY + OTHER_COMMANDS + ("hpcmem.kb.store", "sqlite3", "psycopg")) == []
+    assert offenders(modules, HEAVY + OTHER_COMMANDS + ("hpcmem.kb.store.database", "sqlite3", "psycopg")) == []
 
 
 def test_epilog_imports_only_the_standard_library_and_its_own_module(tmp_path):
@@ -76,7 +76,7 @@ def test_epilog_imports_only_the_standard_library_and_its_own_module(tmp_path):
     result, modules = imported("epilog", "--scontrol-file", str(SAMPLES / "epilog" / "3.epilog.scontrol"),
                                "--dry-run", env=job)
     assert result.returncode == 0 and json.loads(result.stdout)["state"], result.stderr
-    assert offenders(modules, HEAVY + ("typer", "hpcmem.cli.main", "hpcmem.kb.store")) == []
+    assert offenders(modules, HEAVY + ("typer", "hpcmem.cli.main", "hpcmem.kb.store.database")) == []
 
 
 def test_a_store_that_is_behind_still_records(tmp_path, known_lesson):

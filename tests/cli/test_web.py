@@ -22,10 +22,10 @@ from starlette.testclient import TestClient  # noqa: E402
 
 from hpcmem.cli.web.app import Console, create_app  # noqa: E402
 from hpcmem.kb.config import load_config  # noqa: E402
-from hpcmem.kb.curation import propose_lesson, show_lesson  # noqa: E402
-from hpcmem.kb.lessons import LessonDraft, record_lesson  # noqa: E402
-from hpcmem.kb.signatures import fingerprint  # noqa: E402
-from hpcmem.kb.stack import StoreStack  # noqa: E402
+from hpcmem.kb.lessons.curation import propose_lesson, show_lesson  # noqa: E402
+from hpcmem.kb.lessons.write import LessonDraft, record_lesson  # noqa: E402
+from hpcmem.kb.signatures.fingerprint import fingerprint  # noqa: E402
+from hpcmem.kb.store.stack import StoreStack  # noqa: E402
 from tests.cli.helpers import HPCMEM, run_hpcmem  # noqa: E402
 
 OOM = ("slurmstepd: error: Detected 1 oom-kill event(s) in StepId=52004.batch. Some of your processes may have "
@@ -177,7 +177,7 @@ def test_lesson_text_is_escaped_and_redacted(client, console):
     # text a store holds unredacted (written before a redaction rule existed) is redacted on display
     from sqlalchemy import update
 
-    from hpcmem.kb.models import Lesson
+    from hpcmem.kb.store.models import Lesson
 
     with console.stack.labs[0].transaction() as session:
         session.execute(update(Lesson).where(Lesson.id == lesson_id).values(context=f"export HF_TOKEN={SECRET}"))
@@ -186,7 +186,7 @@ def test_lesson_text_is_escaped_and_redacted(client, console):
 
 
 def test_trends_page_renders_inline_svg_with_table_fallback(client, console):
-    from hpcmem.kb.models import Occurrence, Signature
+    from hpcmem.kb.store.models import Occurrence, Signature
 
     sig = fingerprint(OOM)
     with console.stack.labs[0].transaction() as session:
@@ -273,8 +273,8 @@ def test_lab_member_without_lead_rights_cannot_approve_on_postgresql(pg_schema, 
 
     import psycopg
 
-    from hpcmem.kb.access import setup_pg_roles
-    from hpcmem.kb.store import Store
+    from hpcmem.kb.store.access import setup_pg_roles
+    from hpcmem.kb.store.database import Store
 
     url, schema = pg_schema
     Store(url, name="vision", scope="lab", schema=schema).open().dispose()

@@ -41,10 +41,10 @@ def browser():
 
 def test_lead_approves_a_candidate_in_the_browser(browser, tmp_path, monkeypatch):
     from hpcmem.kb.config import load_config
-    from hpcmem.kb.curation import show_lesson
-    from hpcmem.kb.models import Occurrence, Signature
-    from hpcmem.kb.signatures import fingerprint
-    from hpcmem.kb.stack import StoreStack
+    from hpcmem.kb.lessons.curation import show_lesson
+    from hpcmem.kb.store.models import Occurrence, Signature
+    from hpcmem.kb.signatures.fingerprint import fingerprint
+    from hpcmem.kb.store.stack import StoreStack
     from tests.cli.test_web import OOM, lab_env, propose, start_console, stop
 
     lab_env(tmp_path, monkeypatch)

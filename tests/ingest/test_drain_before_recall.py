@@ -9,8 +9,8 @@ import pwd
 from hpcmem.ingest.epilog import parse_env_file, run_epilog
 from hpcmem.ingest.spool import Ownership, drain_before_recall, write_event
 from hpcmem.kb.config import load_config
-from hpcmem.kb.recall import Recaller, RecallQuery
-from hpcmem.kb.stack import StoreStack
+from hpcmem.kb.recall.recaller import Recaller, RecallQuery
+from hpcmem.kb.store.stack import StoreStack
 from tests.conftest import SAMPLES
 
 EPILOG = SAMPLES / "epilog"

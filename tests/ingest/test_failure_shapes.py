@@ -1,5 +1,5 @@
 """Message shapes: a bulk ingest fingerprints each shape of a sacct-implied failure message
-once (kb/recorder.py RowPreparer), which is right only if every message of one shape has
+once (kb/jobs/write.py RowPreparer), which is right only if every message of one shape has
 the same signature. These tests check that claim on every failed job of the sample dumps,
 with other job ids and end times put in, and that a redacted message is never answered
 from the shape cache."""
@@ -16,8 +16,8 @@ import pytest
 from hpcmem.ingest.failure_message import failure_message
 from hpcmem.ingest.sacct import SacctReader
 from hpcmem.ingest.sacct_ingest import failure_row
-from hpcmem.kb.recorder import RowPreparer
-from hpcmem.kb.signatures import signature_of_block
+from hpcmem.kb.jobs.write import RowPreparer
+from hpcmem.kb.signatures.fingerprint import signature_of_block
 
 SACCT = Path(__file__).resolve().parents[2] / "data" / "samples" / "sacct"
 UTC = dt.timezone.utc

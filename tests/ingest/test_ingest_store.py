@@ -10,7 +10,7 @@ from sqlalchemy import func, select, text
 
 from hpcmem.ingest.logs import expand_log_path, ingest_logs
 from hpcmem.ingest.sacct_ingest import ingest_sacct
-from hpcmem.kb.models import JobRecord, Occurrence, Signature
+from hpcmem.kb.store.models import JobRecord, Occurrence, Signature
 from tests.conftest import SAMPLES
 
 SACCT = SAMPLES / "sacct"

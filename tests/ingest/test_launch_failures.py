@@ -21,7 +21,7 @@ from hpcmem.ingest.epilog import parse_env_file, run_epilog
 from hpcmem.ingest.failure_message import failure_message, signal_of_exit_code
 from hpcmem.ingest.sacct_ingest import ingest_sacct
 from hpcmem.ingest.spool import drain_spool
-from hpcmem.kb.models import Occurrence, Signature
+from hpcmem.kb.store.models import Occurrence, Signature
 from tests.conftest import SAMPLES
 
 HARNESS = SAMPLES / "harness"
@@ -135,8 +135,8 @@ def test_an_output_directory_the_user_may_not_write_is_named_too(tmp_path):
     assert (event["missing_output_dir"], event["unwritable_output_dir"]) == (None, str(locked))
 
     from hpcmem.ingest.spool import _message  # the line the drain files it under
-    from hpcmem.kb.advice import advice_for
-    from hpcmem.kb.signatures import fingerprint
+    from hpcmem.kb.recall.advice import advice_for
+    from hpcmem.kb.signatures.fingerprint import fingerprint
 
     message = _message(event, "FAILED", None, None)
     assert message == f"Job 5 failed to launch (JobLaunchFailure): output directory {locked} is not writable by the job's user"

@@ -17,7 +17,7 @@ import pytest
 from hpcmem.ingest.sacct import SacctReader
 from hpcmem.ingest.sacct_ingest import ingest_sacct
 from hpcmem.ingest.sacct_parallel import ingest_sacct_parallel, parallel_workers, plan_parts
-from hpcmem.kb.recorder import JOB_COLUMNS, OCCURRENCE_COLUMNS
+from hpcmem.kb.jobs.write import JOB_COLUMNS, OCCURRENCE_COLUMNS
 from tests.conftest import SAMPLES, stored_values
 
 REPO = Path(__file__).resolve().parents[2]
@@ -143,7 +143,7 @@ def test_ingest_sacct_takes_a_path(store_factory, tmp_path, monkeypatch):
 
 KILLED_RUN = r"""
 import datetime as dt, os, signal, sys
-from hpcmem.kb.store import Store
+from hpcmem.kb.store.database import Store
 from hpcmem.ingest.sacct_parallel import ingest_sacct_parallel
 url, schema, path = sys.argv[1], sys.argv[2] or None, sys.argv[3]
 store = Store(url, schema=schema).open()

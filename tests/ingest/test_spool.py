@@ -21,7 +21,7 @@ from hpcmem.ingest.spool import (
     has_pending,
     validate_event,
 )
-from hpcmem.kb.models import JobRecord, Occurrence, Signature, StoreMeta
+from hpcmem.kb.store.models import JobRecord, Occurrence, Signature, StoreMeta
 from tests.conftest import SAMPLES
 
 EPILOG = SAMPLES / "epilog"

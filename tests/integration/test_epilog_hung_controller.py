@@ -20,7 +20,7 @@ import pytest
 from hpcmem.ingest.epilog import parse_env_file
 from hpcmem.ingest.spool import drain_spool
 from hpcmem.kb.config import load_config
-from hpcmem.kb.stack import StoreStack
+from hpcmem.kb.store.stack import StoreStack
 from tests.conftest import SAMPLES
 
 pytestmark = pytest.mark.slurm

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.test_epilog_e2e import _install_hooks, _restore_hooks
-from tests.kb.test_access_os import RUNNER, _interpreter_for_others
+from tests.kb.store.test_access_os import RUNNER, _interpreter_for_others
 
 pytestmark = pytest.mark.slurm
 
@@ -28,7 +28,7 @@ pytestmark = pytest.mark.slurm
 def documented(slurm_lab):
     """Accounts and spool as the docs set them up; the hook spools with --group."""
     python = _interpreter_for_others()
-    assert python, "a Python other users may run (see tests/kb/test_access_os.py)"
+    assert python, "a Python other users may run (see tests/kb/store/test_access_os.py)"
     tag = uuid.uuid4().hex[:6]
     group, ingest = f"hpcmsp_{tag}", f"hpcmsp_{tag}_ingest"
     subprocess.run(["groupadd", group], check=True)

@@ -1,0 +1,400 @@
+"""A snapshot of a cluster's environment (modules and partitions) and the diff of two.
+
+Lessons depend on conditions such as "module cuda/11.8 exists" or "partition gpu_test
+MaxTime >= 8:00:00"; a revalidator compares the snapshot a lesson was learnt under
+with today's and looks at what changed. ``EnvSnapshot.to_json`` is the form the store
+keeps: sorted keys and lists, so the same environment always gives the same text and
+the same ``content_hash``. A snapshot holds no capture time; the store records that.
+
+Diff rules worth knowing:
+
+- modules are compared per name/version; a default change is reported only for a
+  module present on both sides (a removed module is reported as removed versions);
+- partition fields are reported in Slurm's spelling (MaxTime, DefMemPerCPU, ...),
+  with values formatted as scontrol prints them; TRES changes are one entry per key;
+- when one side was read from sinfo, only what sinfo knows is compared (state, time
+  limit, node count, default flag), so a change of source is not a change of limits;
+- module defaults are only as good as the listing: Lmod 8.6's ``module -t avail``
+  does not show a .modulerc default, so compare snapshots taken the same way
+  (``live_modules`` uses spider-json whenever $LMOD_DIR is set).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import asdict, dataclass, field, fields
+
+from hpcmem.kb.errors import InputError
+from hpcmem.kb.environment.lmod_versions import sort_versions
+from hpcmem.kb.slurm_units import format_time_limit
+
+__all__ = [
+    "EnvSnapshot",
+    "SnapshotDiff",
+    "ModuleVersionChange",
+    "DefaultChange",
+    "PartitionPresenceChange",
+    "PartitionLimitChange",
+    "diff_snapshots",
+]
+
+
+# The parts of a snapshot, as the readers in ingest.lmod and ingest.partitions build them.
+
+@dataclass(frozen=True)
+class ModuleInfo:
+    """One module name. ``versions`` is in Lmod order (lowest first); ``default`` is
+    the version ``module load name`` picks (None when the module has no versions);
+    ``marked_default`` is True when a site marked it rather than Lmod picking the
+    highest version."""
+
+    name: str
+    versions: tuple[str, ...]
+    default: str | None
+    marked_default: bool
+
+    def to_dict(self) -> dict:
+        return {
+            "name": self.name,
+            "versions": list(self.versions),
+            "default": self.default,
+            "marked_default": self.marked_default,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> ModuleInfo:
+        try:
+            return cls(
+                name=str(data["name"]),
+                versions=tuple(str(v) for v in data["versions"]),
+                default=None if data["default"] is None else str(data["default"]),
+                marked_default=bool(data["marked_default"]),
+            )
+        except (KeyError, TypeError) as exc:
+            raise InputError(f"not a module record: {exc}") from exc
+
+
+class ModuleSnapshot(Mapping[str, ModuleInfo]):
+    """Module name -> ModuleInfo, sorted by name, plus the format it was read from
+    (``source``: 'terse-avail', 'avail', 'spider-json' or 'software-page')."""
+
+    def __init__(self, modules: Mapping[str, ModuleInfo], source: str):
+        self._modules = {name: modules[name] for name in sorted(modules)}
+        self.source = source
+
+    def __getitem__(self, name: str) -> ModuleInfo:
+        return self._modules[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._modules)
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __repr__(self) -> str:
+        return f"ModuleSnapshot({len(self)} modules, source={self.source!r})"
+
+
+# Fields a PartitionInfo read from sinfo really knows; the rest are None there.
+SINFO_FIELDS = ("state", "max_time_s", "total_nodes", "is_default")
+
+
+@dataclass(frozen=True)
+class PartitionInfo:
+    """One partition. Times in seconds, memory in MB (Slurm's MB = MiB)."""
+
+    name: str
+    state: str | None  # UP, DOWN, DRAIN, INACTIVE
+    max_time_s: int | None  # None: UNLIMITED
+    default_time_s: int | None  # None: NONE (MaxTime applies)
+    max_mem_per_node_mb: int | None  # None: UNLIMITED or not set
+    max_mem_per_cpu_mb: int | None
+    def_mem_per_cpu_mb: int | None
+    def_mem_per_node_mb: int | None
+    max_nodes: int | None  # None: UNLIMITED
+    total_cpus: int | None
+    total_nodes: int | None
+    tres: dict[str, str] = field(default_factory=dict)
+    allow_accounts: tuple[str, ...] | None = None  # None: ALL
+    deny_accounts: tuple[str, ...] = ()
+    allow_qos: tuple[str, ...] | None = None
+    deny_qos: tuple[str, ...] = ()
+    allow_groups: tuple[str, ...] | None = None
+    qos: str | None = None  # the partition QoS; None: N/A
+    is_default: bool = False
+    raw: dict[str, str] = field(default_factory=dict)
+    source: str = "scontrol"  # 'scontrol' or 'sinfo'
+
+    def to_dict(self) -> dict:
+        data = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            data[f.name] = list(value) if isinstance(value, tuple) else value
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> PartitionInfo:
+        values = {}
+        try:
+            for f in fields(cls):
+                value = data[f.name]
+                values[f.name] = tuple(value) if isinstance(value, list) else value
+            return cls(**values)
+        except (KeyError, TypeError) as exc:
+            raise InputError(f"not a partition record: missing or bad {exc}") from exc
+
+
+SNAPSHOT_FORMAT = "hpcmem-env-snapshot"
+SNAPSHOT_VERSION = 1
+
+
+def _dumps(data: object) -> str:
+    return json.dumps(data, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+
+
+@dataclass(frozen=True)
+class EnvSnapshot:
+    """Modules (name -> ModuleInfo) and partitions (name -> PartitionInfo)."""
+
+    modules: Mapping[str, ModuleInfo]
+    partitions: Mapping[str, PartitionInfo]
+
+    def __post_init__(self) -> None:
+        # Plain dicts sorted by name, whatever mapping was passed (a ModuleSnapshot).
+        object.__setattr__(self, "modules", {k: self.modules[k] for k in sorted(self.modules)})
+        object.__setattr__(
+            self, "partitions", {k: self.partitions[k] for k in sorted(self.partitions)}
+        )
+
+    def to_json(self) -> str:
+        return _dumps(
+            {
+                "format": SNAPSHOT_FORMAT,
+                "version": SNAPSHOT_VERSION,
+                "modules": {name: info.to_dict() for name, info in self.modules.items()},
+                "partitions": {name: p.to_dict() for name, p in self.partitions.items()},
+            }
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> EnvSnapshot:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"not an environment snapshot: {exc}") from exc
+        if not isinstance(data, dict) or data.get("format") != SNAPSHOT_FORMAT:
+            raise InputError("not an environment snapshot: no 'hpcmem-env-snapshot' format")
+        if data.get("version") != SNAPSHOT_VERSION:
+            raise InputError(f"unsupported environment snapshot version {data.get('version')!r}")
+        modules = {name: ModuleInfo.from_dict(m) for name, m in data.get("modules", {}).items()}
+        partitions = {
+            name: PartitionInfo.from_dict(p) for name, p in data.get("partitions", {}).items()
+        }
+        return cls(modules, partitions)
+
+    def content_hash(self) -> str:
+        """SHA-256 (hex) of ``to_json()``: equal environments, equal hashes."""
+        return hashlib.sha256(self.to_json().encode("utf-8")).hexdigest()
+
+
+# ---------------------------------------------------------------------------
+# Changes
+
+
+@dataclass(frozen=True)
+class ModuleVersionChange:
+    name: str
+    version: str | None  # None for a module without versions
+    change: str  # 'added' or 'removed'
+
+    def describe(self) -> str:
+        full = self.name if self.version is None else f"{self.name}/{self.version}"
+        return f"module {full} {self.change}"
+
+
+@dataclass(frozen=True)
+class DefaultChange:
+    name: str
+    old: str | None
+    new: str | None
+    old_marked: bool
+    new_marked: bool
+
+    def describe(self) -> str:
+        return f"module {self.name}: default {self.old} -> {self.new}"
+
+
+@dataclass(frozen=True)
+class PartitionPresenceChange:
+    name: str
+    change: str  # 'added' or 'removed'
+
+    def describe(self) -> str:
+        return f"partition {self.name} {self.change}"
+
+
+@dataclass(frozen=True)
+class PartitionLimitChange:
+    partition: str
+    field: str  # Slurm's key: MaxTime, DefMemPerCPU, AllowAccounts, TRES, ...
+    old: str
+    new: str
+
+    def describe(self) -> str:
+        text = f"partition {self.partition}: {self.field} {self.old} -> {self.new}"
+        if self.field in _LIST_FIELDS and "ALL" not in (self.old, self.new):
+            # Long account lists are unreadable side by side: name what moved.
+            before, after = _list_items(self.old), _list_items(self.new)
+            moved = [f"+{n}" for n in sorted(after - before)]
+            moved += [f"-{n}" for n in sorted(before - after)]
+            text += f" ({' '.join(moved)})"
+        return text
+
+
+_LIST_FIELDS = frozenset({"AllowAccounts", "DenyAccounts", "AllowQos", "DenyQos", "AllowGroups"})
+
+
+def _list_items(text: str) -> set[str]:
+    return set() if text == "(none)" else set(text.split(","))
+
+
+@dataclass(frozen=True)
+class SnapshotDiff:
+    modules_added: tuple[ModuleVersionChange, ...] = ()
+    modules_removed: tuple[ModuleVersionChange, ...] = ()
+    defaults_changed: tuple[DefaultChange, ...] = ()
+    partitions_added: tuple[PartitionPresenceChange, ...] = ()
+    partitions_removed: tuple[PartitionPresenceChange, ...] = ()
+    partition_changes: tuple[PartitionLimitChange, ...] = ()
+
+    def __bool__(self) -> bool:
+        return any(getattr(self, name) for name in self.__dataclass_fields__)
+
+    def changes(self) -> list:
+        """Every change, modules first, in a fixed order."""
+        return [change for name in self.__dataclass_fields__ for change in getattr(self, name)]
+
+    def describe(self) -> list[str]:
+        return [change.describe() for change in self.changes()]
+
+    def to_json(self) -> str:
+        return _dumps(
+            {
+                name: [asdict(change) for change in getattr(self, name)]
+                for name in self.__dataclass_fields__
+            }
+        )
+
+
+# ---------------------------------------------------------------------------
+# Diffing
+
+
+def _module_diff(a: Mapping[str, ModuleInfo], b: Mapping[str, ModuleInfo]):
+    added: list[ModuleVersionChange] = []
+    removed: list[ModuleVersionChange] = []
+    defaults: list[DefaultChange] = []
+    for name in sorted(set(a) | set(b)):
+        old, new = a.get(name), b.get(name)
+        old_versions = set(old.versions) if old is not None else set()
+        new_versions = set(new.versions) if new is not None else set()
+        # A module without versions ('TACC') has only its name to add or remove.
+        if old is None and not new.versions:
+            added.append(ModuleVersionChange(name, None, "added"))
+        if new is None and not old.versions:
+            removed.append(ModuleVersionChange(name, None, "removed"))
+        for version in sort_versions(new_versions - old_versions):
+            added.append(ModuleVersionChange(name, version, "added"))
+        for version in sort_versions(old_versions - new_versions):
+            removed.append(ModuleVersionChange(name, version, "removed"))
+        if old is not None and new is not None and old.default != new.default:
+            defaults.append(
+                DefaultChange(
+                    name, old.default, new.default, old.marked_default, new.marked_default
+                )
+            )
+    return tuple(added), tuple(removed), tuple(defaults)
+
+
+def _names_text(names: tuple[str, ...] | None) -> str:
+    if names is None:
+        return "ALL"
+    return ",".join(names) if names else "(none)"
+
+
+def _memory_text(mb: int | None) -> str:
+    return "UNLIMITED" if mb is None else str(mb)
+
+
+def _count_text(n: int | None) -> str:
+    return "UNLIMITED" if n is None else str(n)
+
+
+# (Slurm key, attribute, how scontrol would print the value)
+_COMPARED: tuple[tuple[str, str, Callable[[object], str]], ...] = (
+    ("State", "state", lambda v: "(none)" if v is None else str(v)),
+    ("Default", "is_default", lambda v: "YES" if v else "NO"),
+    ("MaxTime", "max_time_s", lambda v: format_time_limit(v, "UNLIMITED")),
+    ("DefaultTime", "default_time_s", lambda v: format_time_limit(v, "NONE")),
+    ("MaxMemPerNode", "max_mem_per_node_mb", _memory_text),
+    ("MaxMemPerCPU", "max_mem_per_cpu_mb", _memory_text),
+    ("DefMemPerNode", "def_mem_per_node_mb", _memory_text),
+    ("DefMemPerCPU", "def_mem_per_cpu_mb", _memory_text),
+    ("MaxNodes", "max_nodes", _count_text),
+    ("TotalNodes", "total_nodes", _count_text),
+    ("TotalCPUs", "total_cpus", _count_text),
+    ("QoS", "qos", lambda v: "N/A" if v is None else str(v)),
+    ("AllowAccounts", "allow_accounts", _names_text),
+    ("DenyAccounts", "deny_accounts", _names_text),
+    ("AllowQos", "allow_qos", _names_text),
+    ("DenyQos", "deny_qos", _names_text),
+    ("AllowGroups", "allow_groups", _names_text),
+)
+
+
+def _partition_changes(old: PartitionInfo, new: PartitionInfo) -> list[PartitionLimitChange]:
+    both_scontrol = old.source != "sinfo" and new.source != "sinfo"
+    changes = []
+    for key, attribute, text in _COMPARED:
+        if not both_scontrol and attribute not in SINFO_FIELDS:
+            continue
+        before, after = getattr(old, attribute), getattr(new, attribute)
+        if before != after:
+            changes.append(PartitionLimitChange(old.name, key, text(before), text(after)))
+    if both_scontrol:
+        for key in sorted(set(old.tres) | set(new.tres)):
+            before, after = old.tres.get(key), new.tres.get(key)
+            if before != after:
+                changes.append(
+                    PartitionLimitChange(
+                        old.name,
+                        "TRES",
+                        "(none)" if before is None else f"{key}={before}",
+                        "(none)" if after is None else f"{key}={after}",
+                    )
+                )
+    return changes
+
+
+def diff_snapshots(a: EnvSnapshot, b: EnvSnapshot) -> SnapshotDiff:
+    """What changed from ``a`` (older) to ``b`` (newer)."""
+    added, removed, defaults = _module_diff(a.modules, b.modules)
+    changes: list[PartitionLimitChange] = []
+    for name in sorted(set(a.partitions) & set(b.partitions)):
+        changes.extend(_partition_changes(a.partitions[name], b.partitions[name]))
+    return SnapshotDiff(
+        modules_added=added,
+        modules_removed=removed,
+        defaults_changed=defaults,
+        partitions_added=tuple(
+            PartitionPresenceChange(name, "added")
+            for name in sorted(set(b.partitions) - set(a.partitions))
+        ),
+        partitions_removed=tuple(
+            PartitionPresenceChange(name, "removed")
+            for name in sorted(set(a.partitions) - set(b.partitions))
+        ),
+        partition_changes=tuple(changes),
+    )

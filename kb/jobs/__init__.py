@@ -1,0 +1,8 @@
+"""Observed jobs and their failures, as the ingesters hand them over.
+
+- ``write``   write job records, occurrences and their signatures in batches, idempotently
+              (``Recorder``; every reader - sacct, job logs, epilog spool - goes through it);
+- ``trends``  what those observations add up to: the lab lead's dashboard figures.
+
+May import ``store``, ``signatures``, ``safety`` and the top of ``kb``.
+"""

@@ -1,0 +1,93 @@
+"""`hpcmem record`: turn an error (or a stored failure) plus cause and fix into a lesson."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from hpcmem.kb.lessons.actions import parse_action
+from hpcmem.kb.errors import InputError, NotFound
+from hpcmem.kb.lessons.write import Condition, LessonDraft, record_lesson
+from hpcmem.kb.safety.redact import redact_text
+from hpcmem.kb.signatures.fingerprint import CONTENTLESS, excerpt_template, fingerprint, has_content
+from hpcmem.kb.store.stack import StoreStack
+
+
+def find_occurrence(stack: StoreStack, job_id: str, cluster: str | None = None):
+    """The stored failure of a job, from the first store of the stack that has it."""
+    from sqlalchemy import select
+
+    from hpcmem.kb.store.models import Occurrence, Signature
+
+    for store in stack.all():
+        store.open(create=store is stack.user)
+        with store.session() as session:
+            query = select(Occurrence).where(Occurrence.job_id == job_id)
+            if cluster:
+                query = query.where(Occurrence.cluster == cluster)
+            occ = session.scalars(query.order_by(Occurrence.id.desc())).first()
+            if occ is not None:
+                sig = session.get(Signature, occ.signature_id) if occ.signature_id else None
+                return store, occ, sig
+    raise NotFound(f"no stored failure for job {job_id}", hint="ingest it first with `hpcmem ingest sacct` or `ingest logs`")
+
+
+def parse_module(spec: str) -> Condition:
+    name, sep, version = spec.partition("/")
+    if not name or not sep or not version:
+        raise InputError(f"--module expects NAME/VERSION, got '{spec}'")
+    return Condition("module", spec, version)
+
+
+def record(
+    stack: StoreStack,
+    *,
+    cause: str,
+    fix: str,
+    author: str,
+    source: str = "agent",
+    error_text: str | None = None,
+    job_id: str | None = None,
+    actions: list[str] = (),
+    scope: str = "user",
+    partition: str | None = None,
+    modules: list[str] = (),
+    cluster: str | None = None,
+    context: str | None = None,
+    valid_until: dt.datetime | None = None,
+) -> dict[str, Any]:
+    if bool(error_text) + bool(job_id) == 0:
+        raise InputError("give the error: --error TEXT, --error-file FILE or --job ID")
+    evidence: list[dict[str, Any]] = []
+    if job_id:
+        occ_store, occ, _ = find_occurrence(stack, job_id, cluster)
+        text = occ.log_excerpt or occ.message or ""
+        if error_text:
+            text = f"{error_text}\n{text}"
+        partition = partition or occ.partition
+        modules = list(modules) or list(occ.modules or [])
+        cluster = cluster or occ.cluster
+        # occurrence ids are local to a store; elsewhere the job id is the evidence
+        same_store = occ_store is stack.by_scope(scope)
+        evidence.append({"kind": "occurrence", "job_id": occ.job_id, "occurrence_id": occ.id if same_store else None})
+    else:
+        text = error_text or ""
+    text = redact_text(text)
+    if not has_content(text):
+        raise InputError(CONTENTLESS)
+    sig = fingerprint(text)
+    conditions = [Condition("cluster", cluster)] if cluster else []
+    if partition:
+        conditions.append(Condition("partition", partition))
+    conditions += [parse_module(m) for m in modules]
+    target = stack.by_scope(scope)
+    kind, _, name = scope.partition(":")
+    draft = LessonDraft(
+        fingerprint=sig.fingerprint, template=sig.template, category=sig.category, cause=cause, fix=fix,
+        source=source, author=author, context=context, actions=[parse_action(a) for a in actions],
+        conditions=conditions, scope=kind, scope_name=name or (target.name if kind == "lab" else None),
+        valid_until=valid_until, evidence=evidence, excerpt=excerpt_template(text),
+    )
+    if target is not stack.user:
+        target.check_exists()  # record_lesson creates or migrates only what exists
+    return record_lesson(target, draft, actor=author)

@@ -1,0 +1,566 @@
+"""Recall: the lessons that apply to a failure, from every store the caller can read.
+
+Candidates are found cheaply, then every candidate is scored (``kb/recall/scoring.py``): the
+fingerprint finds candidates, it does not decide.
+
+1. **exact** - lessons on the query's own fingerprint or on one of their aliases (confirmed
+   variants), in every store. Plain SQL (``StoreReader``) and the pure-Python lexical model:
+   no SQLAlchemy, numpy, FAISS or embedding model. When one of them is in the *match* band,
+   recall answers here.
+2. **wide** - otherwise: FAISS neighbours of the query's decisive line, plus the lessons whose
+   excerpts share the most rare words with the query. All candidates (the exact ones too)
+   are scored with the full model, embeddings included; the model is loaded only for text
+   whose vector is not cached. Without the model (``--no-model`` or no ``ml`` extra) the
+   lexical model scores them.
+
+Each lesson gets a calibrated probability and a band: **match** (apply it) or **related**
+(shown with what differs). Below the related band it is dropped. The match band starts at
+the fitted threshold, or at a site's ``recall.match_probability``. Lessons that tie the first
+exactly but prescribe another fix are all related (``tied_with``): the text cannot choose.
+``abstained`` is true when no stored lesson is in the match band. Built-in advice
+(``advice``) stands apart from the stored lessons in ``matches``. Expired and rejected lessons are never shown unless asked
+for; stale ones are shown with the reasons they went stale.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from hpcmem.kb.errors import InputError, NotFound
+from hpcmem.kb.store.reader import StoreReader
+from hpcmem.kb.safety.redact import redact_text
+from hpcmem.kb.recall.scoring import Evidence, Probe, Variant, describe, judge, load_model, with_match_probability
+from hpcmem.kb.signatures.rules_digest import warn_if_stale
+from hpcmem.kb.signatures.fingerprint import CONTENTLESS, FailureSignature, fingerprint, has_content, words
+from hpcmem.kb.safety.trust import trust_level
+
+RECALL_SCHEMA_VERSION = "2.1"
+
+SCOPE_ORDER = {"user": 0, "lab": 1, "cluster": 2}
+# Order among lessons that apply equally well: own store first, validated and confirmed first.
+SCOPE_WEIGHT = {"user": 1.0, "lab": 0.95, "cluster": 0.9}
+STATUS_WEIGHT = {"validated": 1.0, "candidate": 0.85, "stale": 0.6, "expired": 0.3}
+NEIGHBOURS = 10
+LEXICAL_CANDIDATES = 10
+LEXICAL_CANDIDATES_WITH_TIES = 4 * LEXICAL_CANDIDATES
+LEXICAL_SCAN_LIMIT = 5000
+
+
+@dataclass
+class RecallQuery:
+    text: str | None = None
+    job_id: str | None = None
+    partition: str | None = None
+    modules: list[str] = field(default_factory=list)
+    cluster: str | None = None
+    include_expired: bool = False
+    limit: int = 5
+    id: Any = None
+
+
+@dataclass
+class Candidate:
+    lesson: dict[str, Any]
+    store: str
+    scope: str
+    found_by: str  # exact | alias | vector | lexical
+    evidence: Evidence | None = None
+    boosts: list[str] = field(default_factory=list)
+    rank_score: float = 0.0
+    variants: list[Variant] = field(default_factory=list)
+    tied_with: list[str] = field(default_factory=list)  # lesson ids: see unresolved_ties
+    cause_vector: Any = None
+
+    def __post_init__(self) -> None:
+        self.variants = self.variants or variants_of(self.lesson)
+
+    def describe(self, probe: Probe, model, *, with_vectors: bool) -> Evidence:
+        self.evidence = describe(probe, self.variants, self.lesson["fix"], self.lesson.get("actions") or [],
+                                 model, with_vectors=with_vectors, cause_vector=self.cause_vector)
+        return self.evidence
+
+
+def context_boost(conditions: list[dict[str, Any]], query: RecallQuery) -> tuple[float, list[str]]:
+    """Order lessons whose conditions match the caller's context first; conflicts last."""
+    boost, notes = 0.0, []
+    loaded = {m.split("/", 1)[0]: m for m in query.modules}
+    for cond in conditions:
+        kind, name = cond["kind"], cond["name"]
+        if kind == "partition" and query.partition:
+            if name == query.partition:
+                boost += 0.05
+                notes.append(f"partition {name} matches")
+            else:
+                boost -= 0.05
+        elif kind == "module" and loaded:
+            module = name if "/" in name else f"{name}/{cond.get('value') or ''}".rstrip("/")
+            base = module.split("/", 1)[0]
+            if module in query.modules:
+                boost += 0.05
+                notes.append(f"module {module} matches")
+            elif base in loaded:
+                boost -= 0.03
+        elif kind == "cluster" and query.cluster and name != query.cluster:
+            boost -= 0.1
+    return boost, notes
+
+
+def variants_of(lesson: dict[str, Any]) -> list[Variant]:
+    """The forms a stored lesson is known under: its signature and its aliases."""
+    own = Variant(lesson["fingerprint"], lesson.get("template") or "", lesson.get("category") or "unknown",
+                  lesson.get("excerpt") or lesson.get("template") or "")
+    return [own] + [Variant(a["fingerprint"], a["template"], a["category"], a.get("excerpt") or a["template"])
+                    for a in lesson.get("aliases", [])]
+
+
+class Recaller:
+    """Holds open stores, the scorer, the index and the model across queries (``--batch``)."""
+
+    def __init__(self, stack, config, *, allow_model: bool = True,
+                 embedder_factory: Callable[[], Any] | None = None, record_events: bool = True,
+                 model=None) -> None:
+        self.stack = stack
+        self.record_events = record_events
+        self.config = config
+        self.allow_model = allow_model
+        self.model = with_match_probability(model or load_model(), config.get("recall.match_probability"))
+        self._embedder_factory = embedder_factory
+        self._embedder = None
+        self._model_id_cache: str | None = None
+        self._indexes: dict[str, Any] = {}
+        self._vector_memo: dict[tuple[str, str], Any] = {}
+        self.readers: list[StoreReader] = []
+        self.store_status: list[dict[str, Any]] = []
+        self.warnings: list[str] = list(getattr(config, "warnings", []))
+        self._open_readers()
+
+    # -- stores ---------------------------------------------------------------------
+    def _open_readers(self) -> None:
+        """The user's store first (it must work), then the shared ones: server stores are
+        connected in parallel with a short timeout, so servers that are down cost recall one
+        timeout (``recall.connect_timeout_seconds``) in all, with a warning each."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        from hpcmem.kb.errors import HpcmemError
+
+        timeout = float(self.config.get("recall.connect_timeout_seconds", 2.0))
+        stores = self.stack.all()
+        self.readers.append(StoreReader.open(stores[0], timeout))
+        self.store_status.append({"name": stores[0].name, "scope": stores[0].scope, "reachable": True})
+
+        def attempt(store):
+            try:
+                return StoreReader.open(store, timeout)
+            except HpcmemError as exc:
+                return exc
+
+        remote = [s for s in stores[1:] if s.dialect != "sqlite"]
+        opened: dict[int, Any] = {}
+        if remote:
+            with ThreadPoolExecutor(max_workers=len(remote), thread_name_prefix="hpcmem-connect") as pool:
+                opened = {id(s): f for s, f in zip(remote, pool.map(attempt, remote))}
+        for store in stores[1:]:
+            # SQLite readers are opened here, in the thread that uses them
+            got = opened[id(store)] if id(store) in opened else attempt(store)
+            if isinstance(got, HpcmemError):
+                self.store_status.append({"name": store.name, "scope": store.scope, "reachable": False,
+                                          "error": str(got)})
+                self.warnings.append(f"store '{store.name}' skipped: {got}")
+            else:
+                self.readers.append(got)
+                self.store_status.append({"name": store.name, "scope": store.scope, "reachable": True})
+        warn_if_stale(self.readers)  # stderr only: recall's JSON stays as it is
+
+    def close(self) -> None:
+        for reader in self.readers:
+            reader.close()
+        self.readers = []
+
+    def _store_for(self, reader: StoreReader):
+        return next(s for s in self.stack.all() if s.name == reader.name and s.scope == reader.scope)
+
+    # -- the query ------------------------------------------------------------------------
+    def resolve(self, query: RecallQuery) -> tuple[str, RecallQuery, dict[str, Any] | None]:
+        """The error text, the query completed from the stored job, and that job's occurrence.
+
+        The caller's query is never changed: a completed copy is returned.
+        """
+        if query.job_id is None:
+            return query.text or "", query, None
+        for reader in self.readers:
+            occ = reader.occurrence_for_job(query.job_id, query.cluster)
+            if occ is not None:
+                completed = dataclasses.replace(
+                    query, partition=query.partition or occ.get("partition"),
+                    modules=list(query.modules or occ.get("modules") or []),
+                    cluster=query.cluster or occ.get("cluster"),
+                )
+                text = occ.get("log_excerpt") or occ.get("message") or ""
+                if query.text:
+                    text = f"{query.text}\n{text}"
+                return text, completed, occ
+        raise NotFound(f"no stored failure for job {query.job_id}",
+                       hint="ingest it first (hpcmem ingest sacct / ingest logs), or pass the error text")
+
+    def recall(self, query: RecallQuery) -> dict[str, Any]:
+        text, query, occurrence = self.resolve(query)
+        query = dataclasses.replace(query, modules=list(query.modules),
+                                    cluster=query.cluster or self.config.get("cluster.name"))
+        text = redact_text(text)
+        if not has_content(text):
+            raise InputError(CONTENTLESS)
+        sig = fingerprint(text)
+        probe = Probe.of(text, sig)
+        candidates, stages = self.candidates(probe, query)
+        ranked = unresolved_ties(self._rank(candidates, query))
+        shown = [c for c in ranked if c.evidence.band is not None][: query.limit]
+        matches = [self._match_json(c) for c in shown]
+        self._remember(sig, query, matches)
+        result = {
+            "schema_version": RECALL_SCHEMA_VERSION,
+            "query": {"fingerprint": sig.fingerprint, "template": sig.template, "category": sig.category,
+                      "job_id": query.job_id, "partition": query.partition, "modules": query.modules,
+                      "cluster": query.cluster},
+            "matches": matches,
+            "advice": self._advice(sig, text, occurrence),
+            "abstained": not any(m["band"] == "match" for m in matches),
+            "seen_before": self._seen_before(sig),
+            "stages": stages,
+            "stores": self.store_status,
+            "warnings": list(self.warnings),
+        }
+        if query.id is not None:
+            result["id"] = query.id
+        return result
+
+    def candidates(self, probe: Probe, query: RecallQuery, *, exhaustive: bool = False,
+                   lexical_only: bool = False, every_lesson: bool = False) -> tuple[list[Candidate], list[str]]:
+        """Scored candidates and the stages that ran. ``exhaustive`` always runs the wide
+        stage (the calibration script collects every candidate's features that way);
+        ``every_lesson`` makes every visible lesson a candidate there (the calibration script
+        simulates small stores from them: in a store of a few lessons, every one competes)."""
+        found = self._exact(probe.signature, query)
+        judge([c.describe(probe, self.model, with_vectors=False) for c in found], self.model, with_vectors=False)
+        stages = ["exact"]
+        if not exhaustive and any(c.evidence.band == "match" for c in found):
+            return found, stages
+        wide = self._wide(probe, query, found, every_lesson=every_lesson)
+        stages.append("wide")
+        pool = _dedupe(found + wide)
+        with_vectors = not lexical_only and self._attach_vectors(probe, pool)
+        judge([c.describe(probe, self.model, with_vectors=with_vectors) for c in pool], self.model,
+              with_vectors=with_vectors)
+        if not with_vectors:
+            stages.append("lexical-only")
+        return pool, stages
+
+    def _rank(self, candidates: list[Candidate], query: RecallQuery) -> list[Candidate]:
+        for c in candidates:
+            boost, c.boosts = context_boost(c.lesson.get("conditions", []), query)
+            confidence = float(c.lesson.get("confidence") or 0.0)
+            c.rank_score = round(c.evidence.probability * SCOPE_WEIGHT.get(c.scope, 0.9)
+                                 * STATUS_WEIGHT.get(c.lesson["status"], 0.5) * (0.5 + 0.5 * confidence) + boost, 4)
+        return sorted(candidates, key=lambda c: (c.evidence.band != "match", *_weighed(c), -_recorded_at(c),
+                                                 c.lesson["id"]))
+
+    def _remember(self, sig: FailureSignature, query: RecallQuery, matches: list[dict[str, Any]]) -> None:
+        """Note the lesson recall put first, so later history can confirm or contradict it."""
+        top = next((m for m in matches if m["band"] == "match"), None)
+        if top is None or not self.record_events:
+            return
+        import getpass
+
+        try:
+            self.readers[0].execute(
+                "INSERT INTO recall_events (lesson_id, store, fingerprint, user_name, cluster, job_id, recalled_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [top["lesson_id"], top["store"], sig.fingerprint, getpass.getuser(), query.cluster, query.job_id,
+                 dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)],
+            )
+        except Exception as exc:  # noqa: BLE001 - evidence is best effort; recall must answer
+            self.warnings.append(f"recall not logged for evidence: {str(exc).splitlines()[0]}")
+
+    # -- stages -----------------------------------------------------------------------------
+    def _exact(self, sig: FailureSignature, query: RecallQuery) -> list[Candidate]:
+        out = []
+        for reader in self.readers:
+            for lesson in reader.lessons_for_fingerprint(sig.fingerprint, include_expired=query.include_expired):
+                out.append(Candidate(lesson, reader.name, reader.scope, "exact"))
+            for lesson in reader.lessons_for_alias(sig.fingerprint, include_expired=query.include_expired):
+                out.append(Candidate(lesson, reader.name, reader.scope, "alias"))
+        return _dedupe(out)
+
+    def _wide(self, probe: Probe, query: RecallQuery, known: list[Candidate], *,
+              every_lesson: bool = False) -> list[Candidate]:
+        out = []
+        for reader in self.readers:
+            if every_lesson:
+                ids = {row[0] for row in reader.lesson_texts(LEXICAL_SCAN_LIMIT, include_expired=query.include_expired)}
+            else:
+                ids = self._lexical_ids(reader, probe, query) | self._vector_ids(reader, probe, query)
+            ids -= {c.lesson["id"] for c in known if c.store == reader.name}
+            for lesson in reader.lessons_by_ids(sorted(ids)):
+                if lesson["status"] == "rejected" or (lesson["status"] == "expired" and not query.include_expired):
+                    continue
+                out.append(Candidate(lesson, reader.name, reader.scope, "wide"))
+        return out
+
+    def _lexical_ids(self, reader: StoreReader, probe: Probe, query: RecallQuery) -> set[str]:
+        """The lessons whose excerpts share the most IDF weight with the query."""
+        weight = self.model.weight
+        mine = probe.excerpt_words | probe.decisive_words
+        scored = []
+        for lesson_id, template, _category, excerpt in reader.lesson_texts(LEXICAL_SCAN_LIMIT,
+                                                                            include_expired=query.include_expired):
+            theirs = frozenset(words(excerpt or template))
+            shared = round(sum(weight(w) for w in mine & theirs), 9)  # equal word sets tie exactly
+            if shared:
+                scored.append((-shared, lesson_id))
+        scored.sort()
+        if len(scored) <= LEXICAL_CANDIDATES:
+            return {lesson_id for _, lesson_id in scored}
+        # Lessons tied with the last one taken come too (up to a cap): which of equals made
+        # the cut would otherwise depend on their random ids, not on the texts.
+        cutoff = scored[LEXICAL_CANDIDATES - 1][0]
+        return {lesson_id for key, lesson_id in scored[:LEXICAL_CANDIDATES_WITH_TIES] if key <= cutoff}
+
+    def _vector_ids(self, reader: StoreReader, probe: Probe, query: RecallQuery) -> set[str]:
+        vector = self._probe_vectors(probe).get("decisive")
+        if vector is None:
+            return set()
+        self._embed_lesson_signatures(reader)
+        index = self._index(reader)
+        if not index.count:
+            return set()
+        sids = [sid for sid, _sim in index.search(vector, NEIGHBOURS)[0] if sid >= 0]
+        return {l["id"] for l in reader.lessons_for_signatures(sids, include_expired=query.include_expired)}
+
+    # -- vectors ------------------------------------------------------------------------------
+    def _vectors_available(self) -> bool:
+        try:
+            import numpy  # noqa: F401 - the ml extra is installed
+        except ImportError as exc:
+            self.warnings.append(f"vector search unavailable ({exc.name}); using lexical matching")
+            return False
+        return True
+
+    def _vectors(self, items: list[tuple[str, str]]) -> list[Any]:
+        """Vectors of (text, category) pairs: this process's memo, then ``embed.vectors_for``
+        on the user's own store (cached there; the model only for texts never seen)."""
+        from hpcmem.kb.recall.embed import vectors_for
+
+        missing = [it for it in dict.fromkeys(items) if it not in self._vector_memo]
+        if missing and self._vectors_available():
+            make = self._get_embedder if self.allow_model else None
+            found, warning = vectors_for(self.readers[0], missing, self._model_id(), make)
+            if warning:
+                self.warnings.append(warning)
+            for it, vector in zip(missing, found):
+                if vector is not None:
+                    self._vector_memo[it] = vector
+            embedder = self._embedder
+            if (getattr(embedder, "encoder", None) == "auto"
+                    and getattr(embedder, "loaded_backend", None) == "sentence-transformers"):
+                self._warn_once("new errors are encoded with sentence-transformers (torch, about 5 s per process): "
+                                "run `hpcmem model export` once to encode them without it")
+        return [self._vector_memo.get(it) for it in items]
+
+    def _warn_once(self, warning: str) -> None:
+        if warning not in self.warnings:
+            self.warnings.append(warning)
+
+    def _probe_vectors(self, probe: Probe) -> dict[str, Any]:
+        if not probe.vectors:
+            sig = probe.signature
+            decisive, excerpt = self._vectors([(sig.template, sig.category), (probe.excerpt, sig.category)])
+            probe.vectors = {"decisive": decisive, "excerpt": excerpt}
+        return probe.vectors
+
+    def _attach_vectors(self, probe: Probe, pool: list[Candidate]) -> bool:
+        """Give the probe and every candidate variant its vectors; False when any is missing."""
+        if not pool:
+            return False
+        vectors = self._probe_vectors(probe)
+        if vectors.get("decisive") is None or vectors.get("excerpt") is None:
+            return False
+        variants = [v for c in pool for v in c.variants]
+        items = [(v.template, v.category) for v in variants] + [(v.excerpt, v.category) for v in variants]
+        got = dict(zip(items, self._vectors(items)))
+        if any(v is None for v in got.values()):
+            return False
+        for v in variants:
+            v.vectors = {"decisive": got[(v.template, v.category)], "excerpt": got[(v.excerpt, v.category)]}
+        # the lessons' causes (the full model's emb_cause): encoded once, cached like a query's vector
+        told = [c for c in pool if (c.lesson.get("cause") or "").strip()]
+        for c, vector in zip(told, self._vectors([(c.lesson["cause"], "") for c in told])):
+            c.cause_vector = vector
+        return True
+
+    def _model_id(self) -> str:
+        if self._model_id_cache is None:
+            from hpcmem.kb.recall.embed import model_spec
+
+            self._model_id_cache = model_spec(self.config).model_id
+        return self._model_id_cache
+
+    def _get_embedder(self):
+        if self._embedder is None:
+            if self._embedder_factory is not None:
+                self._embedder = self._embedder_factory()
+            else:
+                from hpcmem.kb.recall.embed import Embedder, model_spec
+
+                self._embedder = Embedder(model_spec(self.config))
+        return self._embedder
+
+    def _index(self, reader: StoreReader):
+        if reader.name in self._indexes:
+            # A long-lived recaller (--batch, the MCP server) sees lessons recorded since:
+            # one generation read when nothing changed.
+            self._indexes[reader.name].refresh()
+        else:
+            from hpcmem.kb.recall.vector_index import SignatureIndex
+
+            store = self._store_for(reader)
+            self._indexes[reader.name] = SignatureIndex.load(
+                store, self.config.get("index.dir"), self._model_id(), int(self.config.get("index.flat_max", 20_000)),
+                reader=reader,
+            )
+        return self._indexes[reader.name]
+
+    def _embed_lesson_signatures(self, reader: StoreReader) -> None:
+        """Give new lessons' signatures their vectors (once), so the index can find them.
+
+        Only in the caller's own store: recall never writes to a shared one (the lesson's
+        writer, the curation commands and the spool timer embed there). A shared store's
+        lessons without vectors are still found by their words."""
+        missing = reader.lesson_signatures_without_vectors(self._model_id())
+        if not missing:
+            return
+        if reader.scope != "user":
+            self.warnings.append(f"store '{reader.name}': {missing} lesson(s) without vectors, found by their words "
+                                 "only until the store's maintainer runs `hpcmem lessons embed`")
+            return
+        if not self.allow_model:
+            return
+        from hpcmem.kb.recall.embed import embed_missing_signatures
+        from hpcmem.kb.errors import HpcmemError
+
+        try:
+            embed_missing_signatures(self._store_for(reader), self._get_embedder(), only_with_lessons=True)
+        except (HpcmemError, OSError) as exc:
+            self.warnings.append(f"store '{reader.name}': new lessons not embedded ({exc})")
+        except Exception as exc:  # noqa: BLE001 - the database says whether it refused the write
+            from hpcmem.kb.store.access import as_permission_denied
+
+            if as_permission_denied(exc) is None:
+                raise
+            self.warnings.append(f"store '{reader.name}' is read-only; its newest lessons are matched exactly only")
+
+    def _advice(self, sig: FailureSignature, text: str, occurrence: dict[str, Any] | None) -> list[dict[str, Any]]:
+        """Built-in advice for the failure's category: general knowledge, not a stored lesson."""
+        from hpcmem.kb.recall.advice import advice_for
+
+        facts = {**(occurrence or {}), "template": sig.template, "message": text}
+        return [{"cause": item["cause"], "fix": item["fix"], "actions": item.get("actions", []),
+                 "category": sig.category, "source": "rule", "trust_level": trust_level("rule")}
+                for item in advice_for(sig.category, facts, None)]
+
+    def _seen_before(self, sig: FailureSignature) -> dict[str, Any]:
+        count, first, last = 0, None, None
+        for reader in self.readers:
+            found = reader.signature_by_fingerprint(sig.fingerprint)
+            if found is None:
+                continue
+            count += found["count"] or 0
+            first = min(filter(None, [first, found["first_seen"]]), default=None)
+            last = max(filter(None, [last, found["last_seen"]]), default=None)
+        return {"count": count, "first_seen": first.isoformat() if first else None,
+                "last_seen": last.isoformat() if last else None}
+
+    @staticmethod
+    def _match_json(c: Candidate) -> dict[str, Any]:
+        lesson, ev = c.lesson, c.evidence
+        stale = [lesson["status_reason"]] if lesson["status"] == "stale" and lesson.get("status_reason") else []
+        return {
+            "lesson_id": lesson["id"],
+            "store": c.store,
+            "scope": c.scope,
+            "band": ev.band,
+            "probability": round(ev.probability, 4),
+            "score": c.rank_score,
+            "match_kind": "exact" if ev.features.get("exact") else "similar",
+            "found_by": c.found_by,
+            "matched_fingerprint": ev.variant.fingerprint,
+            "matched_alias": ev.variant.fingerprint != lesson["fingerprint"],
+            "differs": [d.as_dict() for d in ev.comparison.differences],
+            "tied_with": list(c.tied_with),
+            "signals": {k: round(v, 4) for k, v in ev.features.items()},
+            "cause": lesson["cause"],
+            "fix": lesson["fix"],
+            "context": lesson.get("context"),
+            "actions": lesson.get("actions") or [],
+            "status": lesson["status"],
+            "stale_reasons": stale,
+            "confidence": round(float(lesson.get("confidence") or 0), 4),
+            "conditions": lesson.get("conditions", []),
+            "context_matches": c.boosts,
+            "aliases": len(lesson.get("aliases") or []),
+            "safety_flags": lesson.get("safety_flags") or [],
+            "trust": lesson["source"],
+            "trust_level": trust_level(lesson["source"]),
+            "provenance": {
+                "source": lesson["source"],
+                "author": lesson.get("author"),
+                "created_at": lesson["created_at"].isoformat() if lesson.get("created_at") else None,
+                "evidence": lesson.get("evidence", []),
+            },
+        }
+
+
+def _recorded_at(c: Candidate) -> float:
+    """When the lesson was recorded (seconds): among lessons that weigh the same, the newest
+    comes first - it was written against the cluster as it is now - and the order does not
+    depend on random lesson ids."""
+    created = c.lesson.get("created_at")
+    return created.timestamp() if isinstance(created, dt.datetime) else 0.0
+
+
+def _weighed(c: Candidate) -> tuple:
+    """The evidence and preferences recall orders lessons by, best first (not recency, not the
+    id): lessons equal here tie."""
+    return (-c.rank_score, SCOPE_ORDER.get(c.scope, 9), -float(c.lesson.get("confidence") or 0))
+
+
+def unresolved_ties(ranked: list[Candidate]) -> list[Candidate]:
+    """Match-band lessons that the first ties on everything recall weighs, but whose fix is
+    another, are all moved to the related band (each names the others in ``tied_with``).
+
+    Two lessons recorded from the same wording for different root causes score exactly
+    alike; applying one of them would rest on their ids alone. Ranked order is kept, so the
+    related lessons still show, first."""
+    matching = [c for c in ranked if c.evidence.band == "match"]
+    if len(matching) < 2:
+        return ranked
+    first = matching[0]
+    tied = [c for c in matching if _weighed(c) == _weighed(first)]
+    if len({" ".join(c.lesson["fix"].split()) for c in tied}) < 2:
+        return ranked
+    for c in tied:
+        c.evidence.band = "related"
+        c.tied_with = [o.lesson["id"] for o in tied if o is not c]
+    return sorted(ranked, key=lambda c: c.evidence.band != "match")  # stable: ties keep their order
+
+
+def _dedupe(candidates: list[Candidate]) -> list[Candidate]:
+    """One entry per lesson (a lesson can be reached by several stages)."""
+    seen, out = set(), []
+    for c in candidates:
+        key = (c.store, c.lesson["id"])
+        if key not in seen:
+            seen.add(key)
+            out.append(c)
+    return out

@@ -1,0 +1,8 @@
+"""Safety: what may never be stored, and what a recalled lesson may never do.
+
+- ``redact``  removes credentials from text before it is stored, shown or shared;
+- ``lint``    flags fixes that weaken safeguards and text that reads as instructions;
+- ``trust``   the provenance label shown next to every recalled lesson.
+
+May import: the cross-cutting modules at the top of ``kb`` only, so every stage can use it.
+"""
