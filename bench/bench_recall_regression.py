@@ -88,7 +88,11 @@ def main() -> None:
         try:
             (work / "pkg").mkdir()
             (work / "pkg" / "hpcmem").symlink_to(tree)  # the repository root is the hpcmem package
-            subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree)], check=True, capture_output=True)
+            # Both trees run from bytecode, as an installed hpcmem does (with PYTHONDONTWRITEBYTECODE
+            # set, a tree never compiled would parse its sources on every run).
+            for root in (tree, REPO):
+                subprocess.run([sys.executable, "-m", "compileall", "-q", "-x", r"[/\\]\.venv[/\\]", str(root)],
+                               check=True, capture_output=True)
             commands = {f"baseline {revision}": entry_command(tree), "this tree": entry_command(REPO)}
             envs = {f"baseline {revision}": prepared_env(work / "home-baseline", str(work / "pkg"),
                                                          commands[f"baseline {revision}"]),

@@ -38,9 +38,9 @@ from __future__ import annotations
 import difflib
 import math
 import re
-from dataclasses import dataclass
 from typing import Any, Callable
 
+from hpcmem.kb.jobs.context import Facts
 from hpcmem.kb.slurm_units import format_time_limit
 
 __all__ = ["advice_for", "advised_categories", "round_up_memory", "round_up_time", "suggest_memory_mb",
@@ -106,41 +106,6 @@ def suggest_time_s(req_time_s: int | None, elapsed_s: int | None) -> int | None:
 
 
 # --------------------------------------------------------------------------- inputs
-
-
-@dataclass(frozen=True)
-class Facts:
-    """What advice may read: the occurrence's fields and the environment."""
-
-    occurrence: dict[str, Any]
-    env: dict[str, Any]
-
-    def get(self, key: str) -> Any:
-        return self.occurrence.get(key)
-
-    @property
-    def text(self) -> str:
-        for key in ("template", "message", "log_excerpt"):
-            if self.occurrence.get(key):
-                return str(self.occurrence[key])
-        return ""
-
-    @property
-    def partitions(self) -> dict[str, dict[str, Any]]:
-        parts = self.env.get("partitions") or {}
-        return {str(k): v for k, v in parts.items() if isinstance(v, dict)}
-
-    @property
-    def modules(self) -> dict[str, dict[str, Any]]:
-        mods = self.env.get("modules") or {}
-        return {str(k): v for k, v in mods.items() if isinstance(v, dict)}
-
-    def default_partition(self) -> str | None:
-        return next((n for n, p in self.partitions.items() if p.get("is_default") or p.get("default") is True), None)
-
-    def submit_option(self, option: str) -> str | None:
-        found = re.search(rf"(?:^|\s){re.escape(option)}(?:=|\s+)(\S+)", self.get("submit_line") or "")
-        return found.group(1) if found else None
 
 
 def _item(rule: str, cause: str, fix: str, actions: list[dict[str, Any]] | None = None,
