@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import importlib
 import sys
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
 from hpcmem import __version__
-from hpcmem.cli._errors import EXIT_ERROR, report_error
+from hpcmem.cli._errors import report_error, report_internal
 from hpcmem.cli._state import STATE
+
+if TYPE_CHECKING:
+    from hpcmem.kb.errors import HpcmemError as HpcmemErrorLike
 
 # Every command: name -> (module in hpcmem.cli, function or sub-app, how it is registered).
 # A command's module is imported only when the app is built with it, so `hpcmem recall`
@@ -105,7 +108,13 @@ def root(
 
 def main() -> None:
     from hpcmem.kb.errors import HpcmemError
+    from hpcmem.kb.text import as_text
 
+    # The text boundary for everything a command reads: argv (undecodable bytes arrive as
+    # lone surrogates) and stdin (undecodable bytes would raise mid-read).
+    sys.argv = [as_text(arg) for arg in sys.argv]
+    if hasattr(sys.stdin, "reconfigure"):
+        sys.stdin.reconfigure(errors="replace")
     try:
         build_app(only=commands_needed(sys.argv[1:]))(prog_name="hpcmem")
     except HpcmemError as exc:
@@ -113,16 +122,43 @@ def main() -> None:
     except KeyboardInterrupt:
         sys.stderr.write("Interrupted\n")
         sys.exit(130)
-    except Exception as exc:  # an OS or database refusal is the user's to fix, not a bug
-        from hpcmem.kb.store.access import as_permission_denied
-
-        denied = as_permission_denied(exc)
-        if denied is None:
-            raise
-        sys.exit(report_error(denied))
+    except Exception as exc:  # noqa: BLE001 - the exit-code contract: never 0 or 1 after a failure
+        sys.exit(report_error(refusal) if (refusal := _users_to_fix(exc)) else report_internal(exc))
     finally:
         if STATE._stack is not None:
-            STATE._stack.dispose()
+            try:
+                STATE._stack.dispose()
+            except Exception:  # noqa: BLE001 - closing a damaged store must not hide the first error
+                pass
+
+
+def _users_to_fix(exc: Exception) -> HpcmemErrorLike | None:
+    """An OS or database refusal is the user's to fix (exit 2), not a bug (exit 3)."""
+    from hpcmem.kb.store.access import as_permission_denied
+
+    return as_permission_denied(exc) or _unusable_store(exc)
+
+
+# What a damaged, locked or unreadable SQLite file says, however deep it surfaced.
+_STORE_FAILURES = ("malformed", "not a database", "database is locked", "disk i/o error",
+                   "unable to open database", "readonly database", "file is encrypted")
+
+
+def _unusable_store(exc: BaseException) -> HpcmemErrorLike | None:
+    import sqlite3
+
+    from hpcmem.kb.errors import StoreError
+
+    seen: BaseException | None = exc
+    while seen is not None:
+        cause = getattr(seen, "orig", None) or seen  # SQLAlchemy wraps the driver's error
+        if isinstance(cause, sqlite3.DatabaseError):
+            message = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
+            if any(marker in message.lower() for marker in _STORE_FAILURES):
+                return StoreError(f"a store cannot be used: {message}",
+                                  hint="run `hpcmem stores` to see which one; restore it from a backup if it is damaged")
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 def __getattr__(name: str):

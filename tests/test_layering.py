@@ -19,7 +19,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 # The cross-cutting modules that sit flat in kb/ and import no stage.
-KB_TOP = {"errors", "config", "slurm_units"}
+KB_TOP = {"errors", "config", "slurm_units", "text"}
 # stage -> the stages it may import (besides KB_TOP)
 KB_ALLOWED = {
     "safety": set(),

@@ -651,8 +651,9 @@ def _clean(text: str) -> str:
     return "\n".join(c.rank_prefix.sub("", line.rstrip()) for line in lines)
 
 
-CONTENTLESS = ("the error text has no content (only whitespace, terminal codes or redraws): "
-               "pass the error message itself")
+# Matching needs a word: two or more letters or digits in a row.
+CONTENTLESS = ("the error text has no content to match on (no word of two or more letters or digits; "
+               "whitespace, punctuation, terminal codes and redraws do not count): pass the error message itself")
 
 
 def has_content(text: str) -> bool:
