@@ -8,6 +8,6 @@
 
 A stage imports only the stages before it (``tests/test_layering.py`` checks this, lazy
 imports included). The cross-cutting modules at this level - ``errors``, ``config``,
-``slurm_units`` - import no stage. Nothing is imported here: ``import hpcmem.kb`` must stay
+``slurm_units``, ``text`` - import no stage. Nothing is imported here: ``import hpcmem.kb`` must stay
 free, because agents pay start-up on every ``recall``.
 """
