@@ -9,7 +9,8 @@ that thread, so SQLite connections stay on the thread that made them and two cal
 interleave inside one transaction. The recaller (stores, FAISS indexes, the query encoder)
 stays loaded between calls, which is what makes a warm never-seen error cheap.
 
-stdout carries the protocol only: nothing here prints, and logs go to stderr.
+stdout carries the protocol only: nothing here prints, and logs go to stderr. Every request
+is answered, even one the SDK cannot parse (`_Answering`).
 """
 
 # No "from __future__ import annotations": the SDK evaluates the tools' annotations, which
@@ -181,6 +182,14 @@ def build_server(memory: Memory | None = None):
                                      for e in exc.__cause__.errors())
                 raise ToolError(f"invalid arguments for {name}: {problems}") from exc.__cause__
 
+        async def run_stdio_async(self) -> None:
+            from mcp.server.stdio import stdio_server
+
+            # The SDK's own stdio run, with the read stream that answers what the SDK drops.
+            async with stdio_server() as (read_stream, write_stream):
+                await self._lowlevel_server.run(_Answering(read_stream, write_stream), write_stream,
+                                                self._lowlevel_server.create_initialization_options())
+
     memory = memory or Memory()
     worker = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="hpcmem-store")
     server = OneLineErrors(name="hpcmem", title="hpcmem failure memory", version=__version__, instructions=INSTRUCTIONS)
@@ -261,6 +270,101 @@ def build_server(memory: Memory | None = None):
 
     server._hpcmem_worker = worker  # closed by serve()
     return server
+
+
+class _Answering:
+    """The stdio transport's read stream, for a line the SDK could not parse: the SDK logs it
+    and never answers, so the client waits out its own timeout. JSON may spell a lone
+    surrogate ("\\ud800"), which the SDK's parser refuses: such a message is read again with
+    each lone surrogate as U+FFFD. Anything else gets its JSON-RPC error: -32700 for a line
+    that is not JSON, -32600 for JSON that is not a message (with its id when it has one)."""
+
+    def __init__(self, inner: Any, write: Any) -> None:
+        self._inner, self._write = inner, write
+
+    @property
+    def last_context(self) -> Any:  # the SDK restores the sender's contextvars from it
+        return getattr(self._inner, "last_context", None)
+
+    async def receive(self) -> Any:
+        while True:
+            item = await self._inner.receive()
+            if not isinstance(item, Exception):
+                return item
+            repaired = await self._repair(item)
+            if repaired is not None:
+                return repaired
+
+    async def _repair(self, exc: Exception) -> Any:
+        import json
+        import logging
+
+        import mcp_types as types
+        from mcp.shared.message import SessionMessage
+        from pydantic import ValidationError
+
+        if not isinstance(exc, ValidationError):  # not a line the SDK failed to parse
+            logging.getLogger("hpcmem.mcp").warning("transport error: %r", exc)
+            return None
+        problems = exc.errors()
+        line = next((e["input"] for e in problems if e["type"] == "json_invalid"), None)
+        if isinstance(line, str):
+            if not line.strip():
+                return None  # a blank line is no message: nothing to answer
+            try:
+                value = _as_texts(json.loads(line))
+            except (ValueError, RecursionError):
+                await self._error(None, types.PARSE_ERROR, "Parse error: the line is not JSON")
+                return None
+        else:  # JSON, but not a JSON-RPC message: its whole object is the input of a top-level error
+            value = next((e["input"] for e in problems if len(e["loc"]) <= 1 or e["type"] == "missing"), None)
+        try:
+            return SessionMessage(types.jsonrpc_message_adapter.validate_python(value, by_name=False))
+        except ValidationError:
+            qid = value.get("id") if isinstance(value, dict) else None
+            qid = qid if isinstance(qid, (str, int)) and not isinstance(qid, bool) else None
+            await self._error(qid, types.INVALID_REQUEST, "Invalid Request: not a JSON-RPC 2.0 message")
+            return None
+
+    async def _error(self, qid: Any, code: int, message: str) -> None:
+        import mcp_types as types
+        from mcp.shared.message import SessionMessage
+
+        await self._write.send(SessionMessage(types.JSONRPCError(
+            jsonrpc="2.0", id=qid, error=types.ErrorData(code=code, message=message))))
+
+    def __aiter__(self) -> "_Answering":
+        return self
+
+    async def __anext__(self) -> Any:
+        import anyio
+
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> "_Answering":
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        await self.aclose()
+
+
+def _as_texts(value: Any) -> Any:
+    """``value`` with every string (keys too) through the text boundary."""
+    from hpcmem.kb.text import as_text
+
+    if isinstance(value, str):
+        return as_text(value)
+    if isinstance(value, list):
+        return [_as_texts(v) for v in value]
+    if isinstance(value, dict):
+        return {as_text(k): _as_texts(v) for k, v in value.items()}
+    return value
 
 
 def _jsonable(value: Any) -> Any:

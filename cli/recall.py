@@ -48,7 +48,7 @@ def recall(
     recaller.warnings.extend(warnings)
     try:
         if batch is not None:
-            _run_batch(recaller, batch, base)
+            _run_batch(recaller, batch, base)  # raises when no line could be answered
             raise typer.Exit(EXIT_OK)
         text = error
         if error == "-":
@@ -83,40 +83,129 @@ def _log_excerpt(path: Path, extra: str | None) -> str:
     return f"{extra}\n{excerpt.excerpt}" if extra else excerpt.excerpt
 
 
-def _run_batch(recaller, path: Path, base: dict[str, Any]) -> None:
-    """One result line per input line, in input order; bad lines get an error line."""
+def _run_batch(recaller, path: Path, base: dict[str, Any]) -> int:
+    """One output line per query line, in input order: its recall result, or an error object
+    ({"id", "line", "error"}) when the line cannot be answered. A bad line never stops the
+    batch. Returns how many lines were answered; an unexpected failure on a line is raised
+    once every other line has been answered (exit 3, or 2 for an unusable store)."""
+    import io
+
     from hpcmem.kb.errors import HpcmemError, InputError
-    from hpcmem.kb.recall.recaller import RecallQuery
 
     try:
-        fh = sys.stdin if str(path) == "-" else open(path, encoding="utf-8", errors="replace")
+        raw = sys.stdin.buffer if str(path) == "-" else open(path, "rb")
     except OSError as exc:
         raise InputError(f"cannot read --batch {path}: {exc.strerror}") from None
-    with fh:
+    queries, answered, seen, unexpected = 0, 0, {}, None
+    # Undecodable bytes become U+FFFD here; lone surrogates (JSON "\ud800") in _batch_id/_batch_query.
+    with io.TextIOWrapper(raw, encoding="utf-8", errors="replace") as fh:
         for line_no, line in enumerate(fh, 1):
             if not line.strip():
                 continue
+            queries += 1
+            qid = None
             try:
-                item = json.loads(line)
-                if not isinstance(item, dict):
-                    raise ValueError("not an object")
-            except ValueError as exc:
-                emit_jsonl({"id": None, "line": line_no, "error": f"invalid JSON: {exc}"})
-                continue
-            query = RecallQuery(
-                text=item.get("error"), job_id=item.get("job_id"), id=item.get("id"),
-                partition=item.get("partition", base["partition"]), modules=list(item.get("modules") or base["modules"]),
-                cluster=item.get("cluster", base["cluster"]), include_expired=base["include_expired"],
-                limit=int(item.get("limit", base["limit"])),
-            )
-            if not query.text and not query.job_id:
-                emit_jsonl({"id": query.id, "line": line_no, "error": "each line needs 'error' or 'job_id'"})
-                continue
-            try:
-                emit_jsonl(recaller.recall(query))
+                item = _json_line(line)
+                qid = _batch_id(item)
+                if qid is not None:
+                    if qid in seen:  # two answers with one id could not be told apart
+                        raise InputError(f"duplicate id (first on line {seen[qid]})")
+                    seen[qid] = line_no
+                query = _batch_query(item, base, qid)
+                result = recaller.recall(query)
             except HpcmemError as exc:
-                emit_jsonl({"id": query.id, "line": line_no, "error": str(exc)})
+                emit_jsonl({"id": qid, "line": line_no, "error": _one_line(exc)})
+                continue
+            except Exception as exc:  # noqa: BLE001 - one line's failure must not cost the others their answers
+                unexpected = unexpected or exc
+                emit_jsonl({"id": qid, "line": line_no,
+                            "error": f"internal error ({type(exc).__name__}: {_one_line(exc)[:300]})"})
+                continue
+            emit_jsonl({**result, "line": line_no})
+            answered += 1
     sys.stdout.flush()
+    if unexpected is not None:
+        raise unexpected
+    if not queries:
+        raise InputError(f"--batch {path} holds no query", hint='one JSON object a line: {"id": ..., "error": ...}')
+    if not answered:
+        raise InputError(f"no line of --batch {path} could be answered",
+                         hint="each line's error object on stdout says why")
+    return answered
+
+
+# What a batch line may hold; the types are the MCP recall tool's.
+_BATCH_FIELDS = ("id", "error", "job_id", "partition", "modules", "cluster", "limit", "include_expired")
+
+
+def _json_line(line: str) -> dict[str, Any]:
+    from hpcmem.kb.errors import InputError
+
+    try:
+        item = json.loads(line)
+    except (ValueError, RecursionError) as exc:  # RecursionError: absurdly deep nesting
+        raise InputError(f"invalid JSON: {_one_line(exc)}") from None
+    if not isinstance(item, dict):
+        raise InputError(f"each line must be a JSON object, not {_json_type(item)}")
+    return item
+
+
+def _batch_id(item: dict[str, Any]) -> Any:
+    """The line's id: a string, an integer or None (its answer is then matched by "line")."""
+    from hpcmem.kb.errors import InputError
+    from hpcmem.kb.text import as_text
+
+    qid = item.get("id")
+    if qid is not None and (isinstance(qid, bool) or not isinstance(qid, (str, int))):
+        raise InputError(f"'id' must be a string or an integer, not {_json_type(qid)}")
+    return as_text(qid) if isinstance(qid, str) else qid
+
+
+def _batch_query(item: dict[str, Any], base: dict[str, Any], qid: Any):
+    """The line's query with every type checked: a wrong type is refused, never coerced
+    ("cuda/11.8" as modules would otherwise be split into characters)."""
+    from hpcmem.kb.errors import InputError
+    from hpcmem.kb.recall.recaller import RecallQuery
+    from hpcmem.kb.text import as_text
+
+    unknown = sorted(as_text(k) for k in item if k not in _BATCH_FIELDS)
+    if unknown:  # a misspelt field would otherwise be ignored without a word
+        raise InputError(f"unknown field(s) {', '.join(unknown)[:200]}; a line may hold {', '.join(_BATCH_FIELDS)}")
+    text = {}
+    for name in ("error", "job_id", "partition", "cluster"):
+        value = item.get(name)
+        if value is not None and not isinstance(value, str):
+            raise InputError(f"'{name}' must be a string, not {_json_type(value)}")
+        text[name] = as_text(value) if value is not None else None
+    modules = item.get("modules")
+    if modules is not None and not (isinstance(modules, list) and all(isinstance(m, str) for m in modules)):
+        raise InputError(f"'modules' must be a list of strings like [\"cuda/11.8\"], not {_json_type(modules)}")
+    limit = item.get("limit", base["limit"])
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 50:
+        raise InputError(f"'limit' must be an integer from 1 to 50, not {json.dumps(limit)[:40]}")
+    expired = item.get("include_expired", base["include_expired"])
+    if not isinstance(expired, bool):
+        raise InputError(f"'include_expired' must be true or false, not {_json_type(expired)}")
+    if not text["error"] and not text["job_id"]:
+        raise InputError("each line needs 'error' or 'job_id'")
+    return RecallQuery(
+        text=text["error"], job_id=text["job_id"], id=qid, limit=limit, include_expired=expired,
+        partition=text["partition"] or base["partition"], cluster=text["cluster"] or base["cluster"],
+        modules=[as_text(m) for m in modules] if modules is not None else list(base["modules"]),
+    )
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    return {str: "a string", int: "a number", float: "a number", list: "a list", dict: "an object"}[type(value)]
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _condition_text(cond: dict[str, Any]) -> str:
