@@ -287,3 +287,38 @@ def test_config(store, tmp_path_factory, monkeypatch, content):
         store.run(["recall", "--no-model", "--json", OOM])
     finally:
         monkeypatch.delenv("HPCMEM_CONFIG")
+
+
+# ----------------------------------------------------------------------------- MCP tools
+
+RECALL_ARGS = ["error", "job_id", "partition", "modules", "cluster", "limit", "include_expired"]
+RECORD_ARGS = ["cause", "fix", "error", "job_id", "actions", "scope", "partition", "modules", "cluster", "context"]
+
+
+@pytest.fixture
+def mcp_server(store):
+    from tests.cli.test_mcp_hostile import RawServer
+
+    server = RawServer(store.home)
+    yield server
+    server.close()
+
+
+@given(tool=st.sampled_from(["recall", "record"]), data=st.data())
+def test_mcp_tools(store, mcp_server, tool, data):
+    """Every tools/call gets its own answer (a result or a JSON-RPC error), the server keeps
+    serving, and nothing stored is lost. json.dumps escapes lone surrogates as \\udXXX."""
+    args = data.draw(lesson_like(RECALL_ARGS if tool == "recall" else RECORD_ARGS), label="arguments")
+    for key in ("error", "cause", "fix"):  # real text in some, so calls also reach the library
+        if key in args and data.draw(st.booleans(), label=f"real {key}"):
+            args[key] = data.draw(argv_text, label=key)
+    qid = data.draw(st.integers(1, 2**31), label="id")
+    line = json.dumps({"jsonrpc": "2.0", "id": qid, "method": "tools/call",
+                       "params": {"name": tool, "arguments": args}})
+    mcp_server.send(line.encode("utf-8", "surrogatepass"))
+    [reply] = mcp_server.replies(1)
+    assert reply["id"] == qid and ("result" in reply or "error" in reply), reply
+    assert mcp_server.proc.poll() is None, "the server died"
+    now = row_counts(store.home)
+    assert all(now[t] >= store.counts[t] for t in TABLES), (store.counts, now)
+    store.counts = now
