@@ -14,6 +14,8 @@ app = typer.Typer(help="Snapshots of modules (Lmod) and partitions (scontrol), a
                   no_args_is_help=True)
 
 SCOPE_HELP = "Store to use: user, lab:NAME or cluster."
+ALLOW_EMPTY_HELP = ("Accept a listing with no module or partition, or none of those in the latest snapshot "
+                    "(refused by default: a failed capture looks like that).")
 
 
 def read_text(path: Optional[Path], what: str) -> Optional[str]:
@@ -33,6 +35,7 @@ def env_snapshot(
     modules: Optional[Path] = typer.Option(None, "--modules", help="`module -t avail` output or Lmod spider JSON."),
     partitions: Optional[Path] = typer.Option(None, "--partitions", help="`scontrol show partition --oneliner` or sinfo output."),
     live: bool = typer.Option(False, "--live", help="Run Lmod and scontrol here."),
+    allow_empty: bool = typer.Option(False, "--allow-empty", help=ALLOW_EMPTY_HELP),
     scope: str = typer.Option("user", "--scope", help=SCOPE_HELP),
     json_: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
@@ -47,7 +50,8 @@ def env_snapshot(
     cluster = STATE.config.get("cluster.name")
     previous = latest_snapshot(store, cluster)
     snapshot, carried = build_snapshot(read_text(modules, "--modules"), read_text(partitions, "--partitions"),
-                                       live=live, previous=previous)
+                                       live=live, previous=previous, allow_empty=allow_empty,
+                                       modules_from=str(modules), partitions_from=str(partitions))
     source = "live" if live else ", ".join(str(p) for p in (modules, partitions) if p)
     stored, new = save_snapshot(store, snapshot, cluster=cluster, source=source + (f" ({carried})" if carried else ""))
     data = {"stored": new, "snapshot": stored.summary()}

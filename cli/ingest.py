@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import stat
 import sys
 from pathlib import Path
 from typing import List, Optional
@@ -21,7 +22,7 @@ def _target_store(scope: str):
 
 @app.command("sacct")
 def ingest_sacct(
-    source: Optional[str] = typer.Argument(None, help="sacct --parsable2 output file, or - for stdin."),
+    source: Optional[str] = typer.Argument(None, help="sacct --parsable2 output file or pipe (<(sacct ...)), or - for stdin."),
     live: bool = typer.Option(False, "--live", help="Run sacct here (needs sacct on PATH)."),
     since: Optional[str] = typer.Option(None, "--since", help="With --live: sacct --starttime (e.g. now-1days, 2026-11-01)."),
     all_users: bool = typer.Option(False, "--all-users", help="With --live: every user's jobs (sacct --allusers)."),
@@ -61,9 +62,16 @@ def ingest_sacct(
                           scan_logs=logs, tz=zone, delimiter=delimiter)
     else:
         path = Path(source)
-        if not path.is_file():
-            raise InputError(f"{source}: no such file")
-        size = path.stat().st_size
+        try:
+            info = path.stat()
+        except FileNotFoundError:
+            raise InputError(f"{source}: no such file") from None
+        except OSError as exc:
+            raise InputError(f"cannot read {source}: {exc.strerror}") from None
+        if stat.S_ISDIR(info.st_mode):
+            raise InputError(f"{source} is a directory, not a sacct dump")
+        # A pipe (`<(sacct ...)`, /dev/stdin) has no size: it is read as a stream.
+        size = info.st_size if stat.S_ISREG(info.st_mode) else None
         # A path: the library reads it, a large file with parsing spread over the CPUs.
         with progress_bar(path.name, size, unit="B") as update:
             summary = run(store, path, cluster=cluster, fields=fields, source=str(path), on_bytes=update,

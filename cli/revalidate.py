@@ -10,18 +10,19 @@ import typer
 
 from hpcmem.cli._output import emit_json, stdout
 from hpcmem.cli._state import STATE
+from hpcmem.cli.env import ALLOW_EMPTY_HELP, read_text
 
 
 def revalidate(
     modules: Optional[Path] = typer.Option(None, "--modules", help="`module -t avail` output or Lmod spider JSON."),
     partitions: Optional[Path] = typer.Option(None, "--partitions", help="`scontrol show partition --oneliner` output."),
     live: bool = typer.Option(False, "--live", help="Take a live snapshot first (Lmod, scontrol)."),
+    allow_empty: bool = typer.Option(False, "--allow-empty", help=ALLOW_EMPTY_HELP),
     scope: str = typer.Option("user", "--scope", help="Store whose lessons to check: user, lab:NAME or cluster."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show what would change; change nothing."),
     json_: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Expire or flag lessons whose modules, partitions or limits changed; restore recovered ones."""
-    from hpcmem.cli.env import read_text
     from hpcmem.ingest.environment import build_snapshot
     from hpcmem.kb.environment.history import latest_snapshot, save_snapshot
     from hpcmem.kb.lessons.evidence import judge_recall_events
@@ -32,7 +33,8 @@ def revalidate(
     snapshot = latest_snapshot(store, cluster)
     if live or modules or partitions:
         env, carried = build_snapshot(read_text(modules, "--modules"), read_text(partitions, "--partitions"),
-                                      live=live, previous=snapshot)
+                                      live=live, previous=snapshot, allow_empty=allow_empty,
+                                      modules_from=str(modules), partitions_from=str(partitions))
         if dry_run:
             from hpcmem.kb.environment.history import StoredSnapshot
             from hpcmem.kb.store.column_types import utcnow

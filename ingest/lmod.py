@@ -360,19 +360,22 @@ def parse_software_page_json(text: str, include_hidden: bool = False) -> ModuleS
 # Sniffing and running Lmod
 
 
-def read_modules(text: str, include_hidden: bool = False) -> ModuleSnapshot:
+def read_modules(text: str, include_hidden: bool = False, allow_empty: bool = False) -> ModuleSnapshot:
     """Read any of the four formats, recognised by their shape: a JSON object is
     spider-json, a JSON list jsonSoftwarePage; text with ``----`` headers is ``module
     avail``, text with ``/dir:`` lines ``module -t avail``, otherwise indented entries
     mean ``module avail`` and plain lines ``module -t avail``. Empty input, or a
-    listing without any module, raises InputError: an empty capture is more likely a
-    failed one than an empty site, and would read as "everything was removed"."""
-    stripped = text.strip()
-    if not stripped:
-        raise InputError("empty module listing", hint="capture `module -t avail 2>&1`")
+    listing without any module, raises InputError unless ``allow_empty``: an empty
+    capture is more likely a failed one than an empty site, and would read as
+    "everything was removed"."""
+    empty_hint = "capture `module -t avail 2>&1`; if the site really has none, pass --allow-empty"
+    if not text.strip():
+        if allow_empty:
+            return ModuleSnapshot({}, "empty")
+        raise InputError("empty module listing", hint=empty_hint)
     snapshot = _parser_for(text)(text, include_hidden)
-    if not snapshot:
-        raise InputError(f"no modules in the {snapshot.source} listing")
+    if not snapshot and not allow_empty:
+        raise InputError(f"no modules in the {snapshot.source} listing", hint=empty_hint)
     return snapshot
 
 

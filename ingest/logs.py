@@ -2,7 +2,9 @@
 
 Paths come from the command line (files, or directories walked once for
 ``slurm-%j.out``-style names) or from sacct's StdOut/StdErr (opened directly, never by
-walking a directory: shared filesystems suffer from metadata storms).
+walking a directory: shared filesystems suffer from metadata storms). Only regular files
+are read: a FIFO, socket or device is skipped with a note (it could block forever), and
+a directory that cannot be listed is an error before anything is stored.
 """
 
 from __future__ import annotations
@@ -67,7 +69,7 @@ def excerpt_for_paths(paths: Iterable[str], job) -> dict[str, Any] | None:  # no
     for raw in paths:
         path = expand_log_path(raw, job.job_id, job.user, job.name)
         try:
-            excerpt = scan_log(path)
+            excerpt = scan_log(path, regular_only=True)
         except InputError:
             continue  # logs are often cleaned up; sacct data alone still counts
         if excerpt.has_error:
@@ -86,10 +88,11 @@ def ingest_logs(store: Store, paths: Iterable[str], *, cluster: str, job_id: str
     started = time.perf_counter()
     summary = LogIngestSummary()
     recorder = Recorder(store, batch_size=500)
-    for path in iter_log_paths(list(paths)):
+    # Listed before anything is written: an unreadable directory stops the run with nothing stored.
+    for path in list(iter_log_paths(list(paths))):
         summary.files += 1
         try:
-            excerpt = scan_log(path)
+            excerpt = scan_log(path, regular_only=True)  # a FIFO is skipped with a note, not waited on
         except InputError as exc:
             summary.skipped += 1
             summary.issues.append({"path": str(path), "reason": str(exc)})

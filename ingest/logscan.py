@@ -263,30 +263,39 @@ def iter_log_paths(paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[s
                    patterns: tuple[str, ...] = LOG_NAME_PATTERNS) -> Iterator[Path]:
     """Yield log files: explicit file paths as given (never checked against ``patterns``),
     and for directory arguments only, the files below them whose names match
-    ``patterns`` (sorted, symlinked directories not followed)."""
+    ``patterns`` (sorted, symlinked directories not followed). A directory that cannot
+    be listed raises InputError: skipping it would read as "no failures there"."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
+
+    def unreadable(exc: OSError) -> None:
+        raise InputError(f"cannot read directory {exc.filename}: {exc.strerror}",
+                         hint="give logs or directories you can read") from None
+
     for item in paths:
         path = Path(item)
         if not path.is_dir():
             yield path
             continue
-        for root, dirs, files in os.walk(path):
+        for root, dirs, files in os.walk(path, onerror=unreadable):
             dirs.sort()
             for name in sorted(files):
                 if any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns):
                     yield Path(root, name)
 
 
-def scan_log(path: str | os.PathLike[str]) -> LogExcerpt:
+def scan_log(path: str | os.PathLike[str], regular_only: bool = False) -> LogExcerpt:
     """Read the head and tail of one job log and return its failure excerpt.
 
     The file is opened once; a log without any error line gives an empty excerpt.
-    Raises InputError when the file cannot be opened or is a directory.
+    Raises InputError when the file cannot be opened or is a directory, and with
+    ``regular_only`` when it is not a regular file (a FIFO, a socket, a device): those
+    are skipped, never waited on. Otherwise a pipe is read as a stream.
     """
     name = os.fspath(path)
     try:
-        fd = os.open(name, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        # O_NONBLOCK: opening a FIFO nobody writes to would otherwise wait forever.
+        fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
         raise InputError(f"job log not found: {name}",
                          hint="the job may have written elsewhere; check StdOut/StdErr in scontrol") from None
@@ -297,6 +306,9 @@ def scan_log(path: str | os.PathLike[str]) -> LogExcerpt:
         if stat.S_ISDIR(info.st_mode):
             raise InputError(f"job log path is a directory: {name}",
                              hint="pass it to iter_log_paths() to list the logs inside")
+        if regular_only and not stat.S_ISREG(info.st_mode):
+            raise InputError(f"not a regular file ({_file_kind(info.st_mode)}); skipped")
+        os.set_blocking(fd, True)  # a pipe with a writer is read to its end
         regions, bytes_read, whole = _read_regions(fd, info.st_size if stat.S_ISREG(info.st_mode) else None)
     finally:
         os.close(fd)
@@ -320,6 +332,14 @@ def scan_log(path: str | os.PathLike[str]) -> LogExcerpt:
         truncated=cut or not whole,
         file_size=info.st_size,
     )
+
+
+def _file_kind(mode: int) -> str:
+    for test, kind in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return kind
+    return "a special file"
 
 
 # --------------------------------------------------------------------------- reading

@@ -151,6 +151,8 @@ def parse_scontrol_partitions(text: str) -> dict[str, PartitionInfo]:
                     f"line {number}: {pair[:60]!r} is not a Key=Value pair of scontrol"
                 )
             if key == "PartitionName":
+                if not value:  # a cut-off listing; a partition needs a name
+                    raise InputError(f"line {number}: PartitionName= has no name")
                 records.append({})
             elif not records:
                 raise InputError(f"line {number}: {key}= comes before any PartitionName=")
@@ -234,17 +236,24 @@ def _from_sinfo(label: str, rows: list[dict[str, str]]) -> PartitionInfo:
 # Sniffing and running Slurm
 
 
-def read_partitions(text: str) -> dict[str, PartitionInfo]:
-    """Read scontrol (either layout) or sinfo output, told apart by the first line."""
+def read_partitions(text: str, allow_empty: bool = False) -> dict[str, PartitionInfo]:
+    """Read scontrol (either layout) or sinfo output, told apart by the first line.
+
+    A listing without any partition (empty text, a bare sinfo header) raises InputError
+    unless ``allow_empty``: a failed or cut-off capture looks exactly like that, and
+    would read as "every partition was removed"."""
     first = next((line.strip() for line in text.splitlines() if line.strip()), "")
     if first.startswith("PartitionName="):
         return parse_scontrol_partitions(text)
-    if first.split()[:1] == ["PARTITION"]:
-        return parse_sinfo(text)
-    raise InputError(
-        f"not partition output: {first[:80]!r}" if first else "empty partition listing",
-        hint="capture `scontrol show partition --oneliner` (or `sinfo`)",
-    )
+    if first and first.split()[:1] != ["PARTITION"]:
+        raise InputError(f"not partition output: {first[:80]!r}",
+                         hint="capture `scontrol show partition --oneliner` (or `sinfo`)")
+    partitions = parse_sinfo(text) if first else {}
+    if not partitions and not allow_empty:
+        raise InputError("no partition in the listing" if first else "empty partition listing",
+                         hint="capture `scontrol show partition --oneliner` (or `sinfo`); "
+                              "if the cluster really has none, pass --allow-empty")
+    return partitions
 
 
 def live_partitions(timeout: float = 60.0) -> dict[str, PartitionInfo]:

@@ -95,8 +95,16 @@ _STEP_KIND_RANK = {"batch": 1, "extern": 2}
 MAX_KEPT_ISSUES = 1000
 _EXCERPT_CHARS = 160
 
-# Header names (lower case) that mean the same column.
-_ALIASES = {"ncpus": "alloccpus"}
+# Header names (lower case) that mean the same column: sacct's own (NCPUS), and the keys
+# Slurm prints for the same values in jobcomp/filetxt records and `scontrol show job`
+# (JobState, UserId, StartTime, ...; see data/samples/sacct/README.md), which sites turn
+# into tables. Names differ from sacct's only in case (JobId) need no entry.
+_ALIASES = {
+    "ncpus": "alloccpus", "jobstate": "state", "userid": "user", "name": "jobname",
+    "submittime": "submit", "starttime": "start", "endtime": "end", "runtime": "elapsed",
+    "nodecnt": "nnodes", "numnodes": "nnodes", "proccnt": "alloccpus", "numcpus": "alloccpus",
+    "tres": "alloctres",
+}  # fmt: skip
 
 # Columns the reader uses, in the order the itemgetters below return them.
 _ALLOC_KEYS = (
@@ -157,7 +165,7 @@ class SacctJob:
     group: str | None
     partition: str | None
     qos: str | None
-    state: str  # normalised, see SacctReader; 'UNKNOWN' when the column is missing
+    state: str  # normalised, see SacctReader; 'UNKNOWN' when the value is empty
     raw_state: str  # the allocation row's State as printed
     cancelled_by_uid: int | None
     exit_code: int | None
@@ -418,6 +426,11 @@ class SacctReader:
             raise InputError(
                 "sacct output has no JobID column",
                 hint="include JobID (or JobIDRaw) in --format",
+            )
+        if "state" not in position:  # every job would read as UNKNOWN: no failure found
+            raise InputError(
+                f"sacct output has no State column (columns: {', '.join(self.fields)[:200]})",
+                hint="include State in --format",
             )
         missing = len(keys)  # index of the '' appended to every row
         self._jobid_at = position["jobid"]

@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from hpcmem.ingest.failure_message import failure_message
 from hpcmem.ingest.sacct import ParseIssue, SacctJob, SacctReader
+from hpcmem.kb.errors import InputError
 from hpcmem.kb.jobs.write import Recorder
 from hpcmem.kb.store.database import Store
 
@@ -173,15 +174,20 @@ def _ingest_file(store: Store, path: os.PathLike[str], *, workers: int | None,
                  on_bytes: Callable[[int], None] | None, **options: Any) -> IngestSummary:
     from hpcmem.ingest.sacct_parallel import ingest_sacct_parallel, parallel_workers
 
-    n = parallel_workers(path, workers, options["scan_logs"])
-    if n:
-        opts = {k: v for k, v in options.items() if k != "scan_logs"}
-        summary = ingest_sacct_parallel(store, path, workers=n, on_bytes=on_bytes, **opts)
-        if summary is not None:
-            return summary
-    with open(path, "rb") as fh:
-        counting = _CountingLines(fh, on_bytes)
-        return ingest_sacct(store, counting, workers=0, **options)
+    # Opened first, once: a pipe (`<(sacct ...)`, /dev/stdin) can be read only once, and
+    # an unreadable path is the input's fault, named as such.
+    try:
+        fh = open(path, "rb")
+    except OSError as exc:
+        raise InputError(f"cannot read {os.fspath(path)}: {exc.strerror}") from None
+    with fh:
+        n = parallel_workers(path, workers, options["scan_logs"])  # 0 for anything but a regular file
+        if n:
+            opts = {k: v for k, v in options.items() if k != "scan_logs"}
+            summary = ingest_sacct_parallel(store, path, workers=n, on_bytes=on_bytes, **opts)
+            if summary is not None:
+                return summary
+        return ingest_sacct(store, _CountingLines(fh, on_bytes), workers=0, **options)
 
 
 class _CountingLines:
