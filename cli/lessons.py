@@ -292,15 +292,27 @@ def export(
 def import_(
     file: Path = typer.Argument(..., help="A JSONL file written by `hpcmem lessons export`."),
     scope: str = typer.Option(..., "--scope", help="Store to import into: user, lab:NAME or cluster."),
+    keep_status: bool = typer.Option(
+        False, "--keep-status", help="Keep the file's status, source, confidence and evidence instead of importing "
+        "candidates for review (lab leads and cluster admins; audited)."),
+    override_safety: bool = typer.Option(False, "--override-safety",
+                                         help="With --keep-status: keep a validated status despite blocking "
+                                              "safety flags (needs --reason; audited)."),
+    reason: Optional[str] = typer.Option(None, "--reason", help="Why (required with --override-safety)."),
     json_: bool = typer.Option(False, "--json", help="Print the counts as JSON."),
 ) -> None:
-    """Import lessons (idempotent by id; a newer updated_at replaces an older copy)."""
+    """Import lessons as candidates attributed to you, for review (idempotent by id; a newer
+    updated_at replaces an older copy). The file's status and provenance are claims."""
     from hpcmem.kb.lessons.portable import import_lessons
 
-    result = import_lessons(STATE.stack, file, scope=scope, actor=getpass.getuser())
+    result = import_lessons(STATE.stack, file, scope=scope, actor=getpass.getuser(), keep_status=keep_status,
+                            override_safety=override_safety, reason=reason)
     if json_:
         emit_json(result)
         return
-    stdout.print(f"imported {result['lessons']} lesson(s) into {result['store']}: {result['created']} new, "
+    how = "with their status" if keep_status else "as candidates for review"
+    reviewed = (f", {result['kept_reviewed']} kept (reviewed in the store; only --keep-status replaces it)"
+                if result["kept_reviewed"] else "")
+    stdout.print(f"imported {result['lessons']} lesson(s) into {result['store']} {how}: {result['created']} new, "
                  f"{result['updated']} updated, {result['unchanged']} unchanged, "
-                 f"{result['kept_newer']} kept (store copy newer)")
+                 f"{result['kept_newer']} kept (store copy newer){reviewed}")

@@ -31,7 +31,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from sqlalchemy import or_, select
+from sqlalchemy import func, or_, select
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, selectinload
 from sqlalchemy.orm.exc import StaleDataError
@@ -79,8 +79,9 @@ def _open(store: Store, stack: StoreStack) -> None:
 def find_lesson(stack: StoreStack, ident: str, scope: str | None = None) -> tuple[Store, str]:
     """The store holding lesson ``ident`` (a full id, or a prefix of at least 8 characters).
 
-    Searches every store of the stack (or only ``scope``). A prefix or id found in more
-    than one store is ambiguous: name the store with ``scope``.
+    Searches every store of the stack (or only ``scope``). The prefix is matched literally
+    (not as a LIKE pattern, where ``_`` and ``%`` match anything). A prefix of several
+    lessons is ambiguous: the error lists them; give more of the id, or ``scope``.
     """
     ident = ident.strip().lower()
     if len(ident) < PREFIX_MIN:
@@ -91,7 +92,7 @@ def find_lesson(stack: StoreStack, ident: str, scope: str | None = None) -> tupl
         try:
             _open(store, stack)
             with _guard(store, "read lessons"), store.session() as session:
-                ids = session.scalars(select(Lesson.id).where(Lesson.id.like(ident + "%"))).all()
+                ids = session.scalars(select(Lesson.id).where(func.substr(Lesson.id, 1, len(ident)) == ident)).all()
         except HpcmemError as exc:
             if store is stack.user or scope:
                 raise
@@ -102,8 +103,9 @@ def find_lesson(stack: StoreStack, ident: str, scope: str | None = None) -> tupl
         hint = ("not searched: " + "; ".join(skipped)) if skipped else "list lessons with `hpcmem lessons list`"
         raise NotFound(f"no lesson with id '{ident}'", hint=hint)
     if len(hits) > 1:
-        where = ", ".join(f"{i[:8]} in {scope_label(s)}" for s, i in hits)
-        raise InputError(f"lesson id '{ident}' is ambiguous: {where}", hint="give more of the id or --scope")
+        where = ", ".join(f"{i} in {scope_label(s)}" for s, i in hits[:10])
+        more = f" and {len(hits) - 10} more" if len(hits) > 10 else ""
+        raise InputError(f"lesson id '{ident}' is ambiguous: {where}{more}", hint="give more of the id or --scope")
     return hits[0]
 
 

@@ -804,8 +804,12 @@ def _signature(text: str, rules: tuple[Rule, ...] | None) -> FailureSignature:
     else:
         template = _mask(source, rule)
     category = rule.category if rule is not None else UNKNOWN
-    digest = hashlib.sha256(f"{category}\n{template}".encode()).hexdigest()[:FINGERPRINT_CHARS]
-    return FailureSignature(fingerprint=digest, template=template, category=category)
+    return FailureSignature(fingerprint=template_fingerprint(category, template), template=template, category=category)
+
+
+def template_fingerprint(category: str, template: str) -> str:
+    """The fingerprint of a failure class and template (an import recomputes it from them)."""
+    return hashlib.sha256(f"{category}\n{template}".encode()).hexdigest()[:FINGERPRINT_CHARS]
 
 
 # --------------------------------------------------------------------------- public API

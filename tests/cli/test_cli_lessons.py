@@ -122,8 +122,9 @@ def test_export_import_between_labs(lab, tmp_path: Path):
     other_db = tmp_path / "other" / "nlp" / "store.db"
     env = {"HPCMEM_HOME": str(tmp_path / "home-lena"), "HPCMEM_LAB_STORES": f"nlp={other_db}"}
     assert run_hpcmem("db", "upgrade", "--scope", "lab:nlp", env=env).returncode == 0
-    first = run_hpcmem("lessons", "import", str(path), "--scope", "lab:nlp", "--json", env=env)
-    second = run_hpcmem("lessons", "import", str(path), "--scope", "lab:nlp", "--json", env=env)
+    # the lead carries the lab's reviewed lessons: --keep-status keeps validated/curated
+    first = run_hpcmem("lessons", "import", str(path), "--scope", "lab:nlp", "--keep-status", "--json", env=env)
+    second = run_hpcmem("lessons", "import", str(path), "--scope", "lab:nlp", "--keep-status", "--json", env=env)
     assert json.loads(first.stdout)["created"] == 1
     assert (json.loads(second.stdout)["created"], json.loads(second.stdout)["unchanged"]) == (0, 1)
     listed = json.loads(run_hpcmem("lessons", "list", "--scope", "lab:nlp", "--json", env=env).stdout)
@@ -135,7 +136,7 @@ def test_export_import_between_labs(lab, tmp_path: Path):
     bad_path = tmp_path / "bad.jsonl"
     bad_path.write_text(json.dumps(ok) + "\n" + json.dumps(bad) + "\n")
     failed = run_hpcmem("lessons", "import", str(bad_path), "--scope", "lab:nlp", env=env)
-    assert failed.returncode == 2 and failed.stderr.startswith(f"Error: {bad_path} line 2: status:")
+    assert failed.returncode == 2 and failed.stderr.startswith(f"Error: {bad_path}:2: status:")
     assert "Traceback" not in failed.stderr
     listed = json.loads(run_hpcmem("lessons", "list", "--scope", "lab:nlp", "--json", env=env).stdout)
     assert len(listed) == 1
