@@ -26,7 +26,7 @@ def record(
     cluster: Optional[str] = typer.Option(None, "--cluster", help="Cluster the lesson applies to (default: configured cluster)."),
     context: Optional[str] = typer.Option(None, "--context", help="What the job was doing."),
     source: Optional[str] = typer.Option(None, "--source", help="agent or human (default: agent unless stdin is a terminal)."),
-    valid_until: Optional[str] = typer.Option(None, "--valid-until", help="Date (YYYY-MM-DD) after which the lesson expires."),
+    valid_until: Optional[str] = typer.Option(None, "--valid-until", help="Date (YYYY-MM-DD, later than today) on which the lesson expires, at 00:00 UTC."),
     json_: bool = typer.Option(False, "--json", help="Print the new lesson as JSON."),
 ) -> None:
     """Record a lesson (context / cause / fix) for an error, in your store or a shared one."""

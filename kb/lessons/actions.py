@@ -14,6 +14,9 @@ An action is a small JSON object, so agents can apply it without parsing prose:
     module load cuda/12.4  |  module swap cuda/11.8 cuda/12.4
     export NCCL_IB_DISABLE=1  |  env OMP_NUM_THREADS=8
     run: pip install --user pandas   (anything else is a command too)
+
+Sizes, times and counts are checked with Slurm's own formats (``kb/slurm_units.py``), so a
+lesson never tells the next job ``--mem=-5G``.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import shlex
 from typing import Any
 
 from hpcmem.kb.errors import InputError
+from hpcmem.kb.slurm_units import parse_duration, parse_size_mb
 
 # Short sbatch options and the long names actions always use.
 SBATCH_ALIASES = {
@@ -35,6 +39,11 @@ SBATCH_OPTIONS = frozenset({
     "--account", "--exclusive", "--tmp", "--signal", "--requeue", "--array", "--exclude", "--nodelist",
     "--job-name", "--mail-type", "--time-min", "--threads-per-core", "--hint", "--mpi",
 })
+# Options whose values are checked with Slurm's own formats (kb/slurm_units.py).
+SIZE_OPTIONS = frozenset({"--mem", "--mem-per-cpu", "--mem-per-gpu", "--tmp"})
+TIME_OPTIONS = frozenset({"--time", "--time-min"})
+COUNT_OPTIONS = frozenset({"--cpus-per-task", "--ntasks", "--ntasks-per-node", "--threads-per-core"})
+NO_TIME_LIMIT = frozenset({"unlimited", "infinite"})
 ACTION_TYPES = ("sbatch", "module", "env", "command")
 MODULE_OPS = ("load", "swap", "unload", "purge", "use")
 
@@ -93,6 +102,8 @@ def _sbatch(raw: str) -> dict[str, Any]:
         raise InputError(f"unknown sbatch option '{option}' in --action", hint="e.g. --mem=32G, --time 4:00:00->12:00:00, -p gpu")
     if not new and option not in ("--exclusive", "--requeue"):
         raise InputError(f"--action {option} needs a value, e.g. {option}=VALUE")
+    for value in filter(None, (old, new)):
+        check_sbatch_value(option, value)
     action: dict[str, Any] = {"type": "sbatch", "option": option, "to": new or None}
     if old:
         action["from"] = old
@@ -119,8 +130,9 @@ def _module(raw: str) -> dict[str, Any]:
     return {"type": "module", "op": op, "name": args[0]}
 
 
-def validate_action(action: Any) -> dict[str, Any]:
-    """Check a structured action (from JSON, an import or an agent)."""
+def validate_action(action: Any, *, values: bool = True) -> dict[str, Any]:
+    """Check a structured action (from JSON, an import or an agent); ``values`` also checks
+    sbatch sizes, times and counts (``--mem=-5G`` and ``--time banana`` are refused)."""
     if not isinstance(action, dict) or action.get("type") not in ACTION_TYPES:
         raise InputError(f"an action must be an object with type one of {', '.join(ACTION_TYPES)}")
     kind = action["type"]
@@ -131,7 +143,34 @@ def validate_action(action: Any) -> dict[str, Any]:
     for key, value in action.items():
         if value is not None and not isinstance(value, (str, int, float, bool)):
             raise InputError(f"action field '{key}' must be a plain value")
+    if values and kind == "sbatch":
+        for key in ("from", "to"):
+            if isinstance(action.get(key), str):
+                check_sbatch_value(action["option"], action[key])
     return dict(action)
+
+
+def check_sbatch_value(option: str, value: str) -> None:
+    """InputError unless ``value`` reads as a value of ``option`` in Slurm's format (other
+    options are not checked). Lenient where sbatch is: ``32g``, ``32GB``, bare MB, ``UNLIMITED``."""
+    if option in SIZE_OPTIONS:
+        text = value[:-1] if value[-2:-1].isalpha() and value[-1:] in "bB" else value  # 32GB -> 32G
+        ok, example = _reads(parse_size_mb, text[:-1] + text[-1:].upper()), "32G"
+    elif option in TIME_OPTIONS:
+        ok, example = value.lower() in NO_TIME_LIMIT or _reads(parse_duration, value), "12:00:00 or 1-00:00:00"
+    elif option in COUNT_OPTIONS:
+        ok, example = value.isascii() and value.isdigit() and int(value) > 0, "4"
+    else:
+        return
+    if not ok:
+        raise InputError(f"'{value}' is not a valid {option} value", hint=f"e.g. {option}={example}")
+
+
+def _reads(parse: Any, text: str) -> bool:
+    try:
+        return parse(text) is not None
+    except ValueError:
+        return False
 
 
 def describe_action(action: dict[str, Any]) -> str:

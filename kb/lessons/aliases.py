@@ -15,16 +15,17 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from hpcmem.kb.lessons.write import audit
+from hpcmem.kb.lessons.write import MAX_TEMPLATE, audit, clean_text, error_excerpt
 from hpcmem.kb.store.models import Lesson, LessonAlias, Signature
-from hpcmem.kb.signatures.fingerprint import excerpt_template, fingerprint
+from hpcmem.kb.signatures.fingerprint import fingerprint
 
 
 def alias_from_text(text: str) -> dict[str, Any]:
-    """The alias fields of an error text (the caller redacts it first)."""
+    """The alias fields of an error text (the caller redacts it first); the fingerprint from
+    the text as given, as recall computes it, the stored texts sanitised as a lesson's are."""
     sig = fingerprint(text)
-    return {"fingerprint": sig.fingerprint, "template": sig.template, "category": sig.category,
-            "excerpt": excerpt_template(text)}
+    return {"fingerprint": sig.fingerprint, "template": clean_text(sig.template, MAX_TEMPLATE), "category": sig.category,
+            "excerpt": error_excerpt(text)}
 
 
 def add_alias(session: Session, lesson: Lesson, alias: dict[str, Any], *, source: str, actor: str) -> bool:

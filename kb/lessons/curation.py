@@ -46,6 +46,7 @@ from hpcmem.kb.lessons.write import (
     audit,
     clean_text,
     implied_conditions,
+    lesson_text,
     lesson_to_dict,
     record_lesson,
     safety_flags,
@@ -232,11 +233,11 @@ def edit_lesson(stack: StoreStack, ident: str, *, actor: str, cause: str | None 
         lesson = _load(session, lesson_id)
         before = lesson_to_dict(lesson)
         if cause is not None:
-            lesson.cause = _required(clean_text(cause), "cause")
+            lesson.cause = _required(lesson_text(cause, "cause"), "cause")
         if fix is not None:
-            lesson.fix = _required(clean_text(fix), "fix")
+            lesson.fix = _required(lesson_text(fix, "fix"), "fix")
         if context is not None:
-            lesson.context = clean_text(context) or None
+            lesson.context = lesson_text(context, "context") or None
         if actions is not None:
             lesson.actions = _gate_actions([parse_action(a) for a in actions])
             _add_conditions(lesson, implied_conditions(lesson.actions))

@@ -7,9 +7,9 @@ from typing import Any
 
 from hpcmem.kb.lessons.actions import parse_action
 from hpcmem.kb.errors import InputError, NotFound
-from hpcmem.kb.lessons.write import Condition, LessonDraft, record_lesson
+from hpcmem.kb.lessons.write import Condition, LessonDraft, error_excerpt, record_lesson
 from hpcmem.kb.safety.redact import redact_text
-from hpcmem.kb.signatures.fingerprint import CONTENTLESS, excerpt_template, fingerprint, has_content
+from hpcmem.kb.signatures.fingerprint import CONTENTLESS, fingerprint, has_content
 from hpcmem.kb.store.stack import StoreStack
 
 
@@ -58,6 +58,11 @@ def record(
 ) -> dict[str, Any]:
     if bool(error_text) + bool(job_id) == 0:
         raise InputError("give the error: --error TEXT, --error-file FILE or --job ID")
+    if valid_until is not None and valid_until <= dt.datetime.now(dt.timezone.utc):
+        # revalidate expires a lesson once valid_until has passed, and recall hides it: such
+        # a lesson would be dead on arrival
+        raise InputError(f"--valid-until {valid_until:%Y-%m-%d} has already passed (a lesson expires at "
+                         "00:00 UTC on that day)", hint="give a later date, or leave --valid-until out")
     evidence: list[dict[str, Any]] = []
     if job_id:
         occ_store, occ, _ = find_occurrence(stack, job_id, cluster)
@@ -75,7 +80,7 @@ def record(
     text = redact_text(text)
     if not has_content(text):
         raise InputError(CONTENTLESS)
-    sig = fingerprint(text)
+    sig = fingerprint(text)  # from the text as given, as recall computes it; what is stored is sanitised
     conditions = [Condition("cluster", cluster)] if cluster else []
     if partition:
         conditions.append(Condition("partition", partition))
@@ -86,7 +91,7 @@ def record(
         fingerprint=sig.fingerprint, template=sig.template, category=sig.category, cause=cause, fix=fix,
         source=source, author=author, context=context, actions=[parse_action(a) for a in actions],
         conditions=conditions, scope=kind, scope_name=name or (target.name if kind == "lab" else None),
-        valid_until=valid_until, evidence=evidence, excerpt=excerpt_template(text),
+        valid_until=valid_until, evidence=evidence, excerpt=error_excerpt(text),
     )
     if target is not stack.user:
         target.check_exists()  # record_lesson creates or migrates only what exists

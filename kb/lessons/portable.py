@@ -48,10 +48,12 @@ from hpcmem.kb.lessons.curation import _check_statuses, _gate_actions, _guard, _
 from hpcmem.kb.errors import InputError
 from hpcmem.kb.lessons.write import (
     INITIAL_CONFIDENCE,
+    MAX_EXCERPT,
     MAX_TEMPLATE,
     audit,
     clean_text,
     ensure_signature,
+    lesson_text,
     lesson_to_dict,
     safety_flags,
 )
@@ -63,7 +65,6 @@ from hpcmem.kb.store.database import Store
 from hpcmem.kb.store.column_types import utcnow
 
 FORMAT = "hpcmem-lesson/1"
-MAX_EXCERPT = 20000
 # What a lesson says: an import compares and replaces these.
 TEXT_FIELDS = ("fingerprint", "context", "cause", "fix", "actions", "conditions", "valid_until", "excerpt")
 # What a file claims about a lesson's standing: kept only with keep_status.
@@ -207,7 +208,7 @@ def read_lessons_file(path: Path) -> list[tuple[int, dict[str, Any]]]:
 def _gated(record: dict[str, Any], store: Store, *, keep_status: bool, actor: str, origin: str) -> dict[str, Any]:
     """The lesson as it would be stored: through the gate, its fingerprint recomputed, and
     the file's claims kept only with ``keep_status``."""
-    cause, fix = clean_text(record["cause"]), clean_text(record["fix"])
+    cause, fix = lesson_text(record["cause"], "cause"), lesson_text(record["fix"], "fix")
     if not cause or not fix:
         raise InputError("cause and fix must not be empty")
     actions = _gate_actions(record.get("actions", []))
@@ -220,7 +221,7 @@ def _gated(record: dict[str, Any], store: Store, *, keep_status: bool, actor: st
                                           "category": a["category"], "excerpt": clean_text(a.get("excerpt"), MAX_EXCERPT),
                                           "source": clean_text(a.get("source"), 32) or "import", "actor": actor})
     gated = {
-        "fingerprint": fp, "context": clean_text(record.get("context")) or None, "cause": cause, "fix": fix,
+        "fingerprint": fp, "context": lesson_text(record.get("context"), "context") or None, "cause": cause, "fix": fix,
         "actions": actions,
         "conditions": [{"kind": c["kind"], "name": clean_text(c["name"], 128), "value": c.get("value"),
                         "op": c.get("op")} for c in record.get("conditions", [])],

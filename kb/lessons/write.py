@@ -2,8 +2,10 @@
 
 Every lesson that enters a store passes the same gate, whoever wrote it:
 
-- text is redacted (no secret is ever stored) and sanitised (no ANSI, control or
-  invisible characters; capped lengths), because recalled text is data shown to agents;
+- every text it stores (cause, fix, context, the error's template and excerpt, aliases,
+  conditions) is redacted (no secret is ever stored) and sanitised (no ANSI/OSC sequence,
+  control, NUL or invisible character), because recalled text is data shown to agents and
+  PostgreSQL refuses NUL; cause, fix and context longer than ``MAX_TEXT`` are refused;
 - the fix is linted for weakened safeguards and the text checked for instruction-like
   injections; the flags are kept on the lesson and shown wherever it is recalled;
 - actions are validated; conditions are normalised;
@@ -16,6 +18,7 @@ infers starts as a *candidate*; curated lessons start *validated*.
 from __future__ import annotations
 
 import datetime as dt
+import sys
 import uuid
 from dataclasses import dataclass, field
 from types import SimpleNamespace
@@ -25,6 +28,7 @@ from hpcmem.kb.lessons.actions import validate_action
 from hpcmem.kb.errors import InputError
 from hpcmem.kb.safety.redact import redact_text
 from hpcmem.kb.safety.lint import detect_injection, lint_fix, sanitize_text
+from hpcmem.kb.signatures.fingerprint import excerpt_template
 from hpcmem.kb.store.sqlwrite import SqlWriter, write_transaction
 
 if TYPE_CHECKING:  # the ORM is imported by the functions that use it, not by `record`
@@ -35,8 +39,12 @@ if TYPE_CHECKING:  # the ORM is imported by the functions that use it, not by `r
 
 LESSON_SOURCES = ("rule", "inferred", "agent", "human", "curated", "log")
 
-MAX_TEXT = 4000  # cause, fix, context
-MAX_TEMPLATE = 2000
+# What a lesson keeps, in characters after redaction and sanitising: the one set of limits
+# record, edit and import use (schemas/lesson.schema.json says the same; a test holds them equal).
+MAX_TEXT = 4000  # cause, fix, context: longer is refused (lesson_text)
+MAX_TEMPLATE = 2000  # the error's decisive line, masked
+MAX_EXCERPT = 20000  # the error's masked excerpt (40 lines of up to 300 characters, then masked)
+MAX_NAME, MAX_VALUE = 128, 256  # a condition's name and value
 
 INITIAL_STATUS = {"curated": "validated", "rule": "validated", "human": "candidate", "agent": "candidate",
                   "inferred": "candidate", "log": "candidate"}
@@ -80,10 +88,35 @@ class LessonDraft:
 
 
 def clean_text(text: str | None, limit: int = MAX_TEXT) -> str | None:
-    """Redact secrets, strip control/invisible characters, cap the length."""
+    """Redact secrets, strip escape sequences and control/invisible characters, cap the length."""
     if text is None:
         return None
     return sanitize_text(redact_text(text), limit)
+
+
+def error_excerpt(text: str) -> str:
+    """The masked excerpt a lesson keeps of an error text (redacted by the caller).
+
+    Escape sequences and invisible characters go before masking: masking first can split a
+    sequence (a URL mask swallows an OSC 8 link's end) and leave pieces of it behind.
+    Carriage returns stay for the excerpt's own redraw handling (last state of a line)."""
+    plain = "\r".join(sanitize_text(part, sys.maxsize) for part in text.split("\r"))
+    return clean_text(excerpt_template(plain), MAX_EXCERPT)
+
+
+def lesson_text(text: str | None, what: str, limit: int = MAX_TEXT) -> str | None:
+    """``text`` cleaned as ``clean_text`` does, but refused rather than cut when too long.
+
+    Refused, not cut: a fix cut at the limit can lose its last step without anyone seeing
+    it, and whoever records the lesson is there to shorten it (a note in the output is
+    easily missed by an agent that reads only the lesson id)."""
+    if text is None:
+        return None
+    cleaned = sanitize_text(redact_text(text), sys.maxsize)
+    if len(cleaned) > limit:
+        raise InputError(f"the {what} is {len(cleaned):,} characters; a lesson keeps at most {limit:,}",
+                         hint=f"shorten the {what}; long output belongs in the error text, which is excerpted")
+    return cleaned
 
 
 def safety_flags(cause: str, fix: str, actions: list[dict[str, Any]], owner: str | None) -> list[dict[str, str]]:
@@ -149,15 +182,21 @@ def record_lesson(store: Store, draft: LessonDraft, *, actor: str) -> dict[str, 
     """Store a new lesson; returns it as a dict (``lesson_to_dict``)."""
     if draft.source not in LESSON_SOURCES:
         raise InputError(f"unknown lesson source '{draft.source}' (one of {', '.join(LESSON_SOURCES)})")
-    cause, fix = clean_text(draft.cause), clean_text(draft.fix)
+    cause, fix = lesson_text(draft.cause, "cause"), lesson_text(draft.fix, "fix")
     if not cause or not fix:
         raise InputError("a lesson needs both a cause and a fix")
-    actions = [validate_action(a) for a in draft.actions]
+    # Inferred actions hold values Slurm itself accepted (a submit line, a job record): a
+    # spelling our parser does not know must not stop a whole `learn` run.
+    actions = [validate_action(a, values=draft.source != "inferred") for a in draft.actions]
     actions = [{k: clean_text(v, 500) if isinstance(v, str) else v for k, v in a.items()} for a in actions]
     for cond in draft.conditions:
         if cond.kind not in CONDITION_KINDS:
             raise InputError(f"unknown condition kind '{cond.kind}'")
-    conditions = merge_conditions(draft.conditions, implied_conditions(actions))
+    given = [Condition(c.kind, clean_text(c.name, MAX_NAME), clean_text(c.value, MAX_VALUE), c.op)
+             for c in draft.conditions]
+    if any(not c.name for c in given):
+        raise InputError("a condition (partition, module, cluster) has an empty name")
+    conditions = merge_conditions(given, implied_conditions(actions))
     flags = safety_flags(cause, fix, actions, owner=draft.author if draft.scope == "user" else None)
     if draft.scope != "user":
         from hpcmem.kb.safety.lint import INJECTION_CODES, LINT_CODES
@@ -171,15 +210,18 @@ def record_lesson(store: Store, draft: LessonDraft, *, actor: str) -> dict[str, 
     now = utcnow()
     lesson = SimpleNamespace(
         id=str(uuid.uuid4()), fingerprint=draft.fingerprint, scope=draft.scope, scope_name=draft.scope_name,
-        context=clean_text(draft.context), cause=cause, fix=fix, actions=actions,
+        context=lesson_text(draft.context, "context"), cause=cause, fix=fix, actions=actions,
         status=draft.status or INITIAL_STATUS[draft.source], status_reason=None, previous_status=None,
         confidence=draft.confidence if draft.confidence is not None else INITIAL_CONFIDENCE[draft.source],
         confirmations=0, contradictions=0, source=draft.source, author=draft.author, safety_flags=flags,
-        created_at=now, updated_at=now, last_confirmed_at=None, valid_until=draft.valid_until, excerpt=draft.excerpt,
+        created_at=now, updated_at=now, last_confirmed_at=None, valid_until=draft.valid_until,
+        # The fingerprint stays the one computed from the redacted raw text, as recall computes
+        # it: sanitising before fingerprinting would make the same raw text miss its lesson.
+        excerpt=clean_text(draft.excerpt, MAX_EXCERPT),
     )
-    lesson.aliases = [SimpleNamespace(fingerprint=a["fingerprint"], template=a["template"], category=a["category"],
-                                      excerpt=a.get("excerpt"), source=a.get("source", "import"), actor=actor,
-                                      created_at=now)
+    lesson.aliases = [SimpleNamespace(fingerprint=a["fingerprint"], template=clean_text(a["template"], MAX_TEMPLATE),
+                                      category=a["category"], excerpt=clean_text(a.get("excerpt"), MAX_EXCERPT),
+                                      source=a.get("source", "import"), actor=actor, created_at=now)
                       for a in draft.aliases if a["fingerprint"] != draft.fingerprint]
     lesson.conditions = [SimpleNamespace(kind=c.kind, name=c.name, value=c.value, op=c.op) for c in conditions]
     lesson.evidence = [

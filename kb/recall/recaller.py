@@ -244,6 +244,7 @@ class Recaller:
         simulates small stores from them: in a store of a few lessons, every one competes)."""
         found = self._exact(probe.signature, query)
         judge([c.describe(probe, self.model, with_vectors=False) for c in found], self.model, with_vectors=False)
+        _never_apply_expired(found)
         stages = ["exact"]
         if not exhaustive and any(c.evidence.band == "match" for c in found):
             return found, stages
@@ -253,6 +254,7 @@ class Recaller:
         with_vectors = not lexical_only and self._attach_vectors(probe, pool)
         judge([c.describe(probe, self.model, with_vectors=with_vectors) for c in pool], self.model,
               with_vectors=with_vectors)
+        _never_apply_expired(pool)
         if not with_vectors:
             stages.append("lexical-only")
         return pool, stages
@@ -288,9 +290,11 @@ class Recaller:
         out = []
         for reader in self.readers:
             for lesson in reader.lessons_for_fingerprint(sig.fingerprint, include_expired=query.include_expired):
-                out.append(Candidate(lesson, reader.name, reader.scope, "exact"))
+                if _in_force(lesson, query):
+                    out.append(Candidate(lesson, reader.name, reader.scope, "exact"))
             for lesson in reader.lessons_for_alias(sig.fingerprint, include_expired=query.include_expired):
-                out.append(Candidate(lesson, reader.name, reader.scope, "alias"))
+                if _in_force(lesson, query):
+                    out.append(Candidate(lesson, reader.name, reader.scope, "alias"))
         return _dedupe(out)
 
     def _wide(self, probe: Probe, query: RecallQuery, known: list[Candidate], *,
@@ -303,7 +307,7 @@ class Recaller:
                 ids = self._lexical_ids(reader, probe, query) | self._vector_ids(reader, probe, query)
             ids -= {c.lesson["id"] for c in known if c.store == reader.name}
             for lesson in reader.lessons_by_ids(sorted(ids)):
-                if lesson["status"] == "rejected" or (lesson["status"] == "expired" and not query.include_expired):
+                if lesson["status"] == "rejected" or not _in_force(lesson, query):
                     continue
                 out.append(Candidate(lesson, reader.name, reader.scope, "wide"))
         return out
@@ -519,6 +523,23 @@ class Recaller:
                 "evidence": lesson.get("evidence", []),
             },
         }
+
+
+def _in_force(lesson: dict[str, Any], query: RecallQuery) -> bool:
+    """Whether recall may show ``lesson``. One whose valid_until has passed is expired, as
+    revalidate marks it (kb/environment/revalidate.py), whether or not revalidate ran since."""
+    until = lesson.get("valid_until")
+    passed = until is not None and until <= dt.datetime.now(dt.timezone.utc)
+    if passed and lesson["status"] not in ("rejected", "expired"):
+        lesson["status"], lesson["status_reason"] = "expired", f"valid until {until:%Y-%m-%d}, which has passed"
+    return query.include_expired or lesson["status"] != "expired"
+
+
+def _never_apply_expired(candidates: list[Candidate]) -> None:
+    """An expired lesson is shown with --include-expired, never answered as a match."""
+    for c in candidates:
+        if c.lesson["status"] == "expired" and c.evidence.band == "match":
+            c.evidence.band = "related"
 
 
 def _recorded_at(c: Candidate) -> float:
