@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from hpcmem.kb.config import Config
     from hpcmem.kb.store.stack import StoreStack
+
+# Commands that store new data: on first use they may create the user store (see
+# kb/store/stack.py). Every other command only opens stores; `db upgrade` creates its own.
+ADDING_COMMANDS = ("record", "ingest", "learn", "revalidate", "env snapshot", "lessons import", "mcp")
 
 
 @dataclass
@@ -46,8 +51,45 @@ class State:
         if self._stack is None:
             from hpcmem.kb.store.stack import StoreStack
 
-            self._stack = StoreStack.from_config(self.config)
+            self._stack = StoreStack.from_config(self.config, adding=self._adds_data())
         return self._stack
+
+    def _adds_data(self) -> bool | None:
+        """Whether this command line's command stores new data (None: no command line)."""
+        words = command_words(sys.argv[1:])  # e.g. ["lessons", "list"]
+        if not words:
+            return None  # a library or test caller: as before
+        if words[0] in ADDING_COMMANDS or " ".join(words) in ADDING_COMMANDS:
+            return True
+        # recall first stores the epilog's pending events for this user: their own failed jobs
+        return words[0] == "recall" and self._epilog_events_waiting()
+
+    def _epilog_events_waiting(self) -> bool:
+        import pwd
+
+        from hpcmem.ingest.spool import has_pending
+        from hpcmem.kb.errors import HpcmemError
+
+        spool = self.config.get("spool.dir")
+        try:
+            return bool(spool) and has_pending(spool, pwd.getpwuid(os.getuid()).pw_name)
+        except HpcmemError:
+            return False  # the drain itself reports the spool it cannot read
+
+
+def command_words(argv: list[str]) -> list[str]:
+    """The command and the next word of a command line (["lessons", "list"]), or []."""
+    from hpcmem.cli.main import _VALUE_OPTIONS, COMMANDS
+
+    words, i = [], 0
+    while i < len(argv) and len(words) < 2:
+        if not words and argv[i] in _VALUE_OPTIONS:
+            i += 2  # a root option's value is not the command
+            continue
+        if not argv[i].startswith("-"):
+            words.append(argv[i])
+        i += 1
+    return words if words and words[0] in COMMANDS else []
 
 
 STATE = State()

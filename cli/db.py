@@ -19,8 +19,11 @@ def db_upgrade(
     revision: str = typer.Argument("head", help="Target revision."),
 ) -> None:
     """Upgrade a store's schema (creating the store if needed)."""
+    from hpcmem.kb.store.database import CREATE
+
     store = STATE.stack.by_scope(scope)
-    before = None if store.sqlite_path and not store.sqlite_path.exists() else store.revision()
+    store.if_missing = CREATE  # the command that makes new stores, shared ones included
+    before = store.revision() if store.exists() else None
     store.open()
     if revision != "head":
         store.upgrade(revision)
@@ -95,6 +98,7 @@ def db_downgrade(
     if not yes:
         raise InputError("a downgrade can drop data; repeat with --yes to confirm")
     store = STATE.stack.by_scope(scope)
+    store.check_exists()  # a missing store is reported, not created by the first query
     before = store.revision()
     store.downgrade(revision)
     typer.echo(f"{store.name}: {before} -> {store.revision() or 'base'}", err=True)
@@ -106,20 +110,26 @@ def db_current(
     json_: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Show a store's schema revision and the revision this hpcmem expects."""
+    from hpcmem.kb.store.database import NOT_YET
     from hpcmem.kb.store.schema_version import SCHEMA_HEAD
 
     store = STATE.stack.by_scope(scope)
+    if not store.exists() and store.if_missing != NOT_YET:
+        raise store.missing_error()  # a store the user named: a typo is not "empty"
     info = store.info()
-    if not info.reachable and info.error != "does not exist yet":
+    if not info.reachable and store.exists():
         from hpcmem.kb.errors import StoreError
 
+        store.check_file()  # these raise the reason with its hint; info() kept only the message
+        store.revision()
         raise StoreError(info.error or f"store '{store.name}' is unreachable")
     data = {"store": store.name, "revision": info.revision, "head": SCHEMA_HEAD, "up_to_date": info.revision == SCHEMA_HEAD}
     if json_:
         emit_json(data)
     else:
         state = "up to date" if data["up_to_date"] else "behind"
-        stdout.print(f"{store.name}: {info.revision or 'empty'} (head {SCHEMA_HEAD}, {state})", highlight=False)
+        current = info.revision or ("empty" if store.exists() else "not created yet")
+        stdout.print(f"{store.name}: {current} (head {SCHEMA_HEAD}, {state})", highlight=False)
 
 
 @app.command("history")

@@ -9,7 +9,10 @@ from hpcmem.cli._state import STATE
 
 
 def stores(json_: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
-    """List the user, lab and cluster stores; creates and migrates the user store if needed."""
+    """List the user, lab and cluster stores; migrates the user store if behind, creates none.
+
+    Exit 2 when the user store is unusable (damaged, or named and missing); a lab or cluster
+    store that is missing, damaged or down is listed as unreachable, with the reason."""
     from hpcmem.kb.store.stack import describe_stack
 
     infos = describe_stack(STATE.stack)

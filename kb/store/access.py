@@ -53,6 +53,7 @@ _IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 # database this process may not write) and SQLITE_CANTOPEN (14).
 _PG_DENIED_SQLSTATES = ("42501", "25006")
 _SQLITE_DENIED_CODES = (8, 14)
+_SQLITE_READONLY = 8
 
 
 @dataclass(frozen=True)
@@ -225,9 +226,19 @@ def as_permission_denied(exc: BaseException) -> PermissionDenied | None:
         return PermissionDenied(f"the store refused: {message}",
                                 hint="ask the lab lead or the site admin for the role you need")
     if isinstance(orig, PermissionError):
-        target = f" {orig.filename}" if orig.filename else ""
-        return PermissionDenied(f"permission denied:{target}", hint="this store belongs to another user or group")
-    if (getattr(orig, "sqlite_errorcode", -1) & 0xFF) in _SQLITE_DENIED_CODES:  # extended codes keep the primary
+        # Name what was refused (a store, an input file, a directory) and blame no one.
+        target = orig.filename
+        if not target:
+            return PermissionDenied("permission denied", hint="rerun with --debug to see what was refused")
+        return PermissionDenied(f"permission denied: {target}",
+                                hint=f"this account may not read or write {target}: check its owner, group and mode "
+                                     f"(ls -ld {target})")
+    code = getattr(orig, "sqlite_errorcode", -1) & 0xFF  # extended codes keep the primary
+    if code == _SQLITE_READONLY:
+        return PermissionDenied(f"the store is read-only for you: {message}",
+                                hint="reading works; changing it needs write access to the store file and its "
+                                     "directory: check their owner, group and mode (ls -ld)")
+    if code in _SQLITE_DENIED_CODES:
         return PermissionDenied(f"the store refused: {message}",
                                 hint="check the store file's owner, group and mode (ls -l)")
     return None

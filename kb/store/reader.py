@@ -60,6 +60,10 @@ class StoreReader:
         reader = cls._connect(store, connect_timeout)
         try:
             revision = reader.revision()
+        except StoreError as exc:
+            reader.close()
+            # A damaged file is often found only by the first query: name the store and why.
+            raise store.refusal(exc.__cause__) or exc from None
         except Exception:
             reader.close()
             raise
@@ -79,18 +83,17 @@ class StoreReader:
             if path is None:
                 raise StoreError(f"store '{store.name}' is in memory; recall needs a file or a server")
             try:
-                exists = path.exists()
+                exists = store.exists()
             except PermissionError as exc:  # a directory this user may not search: not their store
                 from hpcmem.kb.store.access import as_permission_denied
 
                 raise as_permission_denied(exc) from None
             if not exists:
-                store.open()  # a new user store: create it (and its schema) first
+                store.open()  # creates it (and its schema) when this command may, else says it is missing
+                if store.stand_in:  # the default store before the first write: read its empty in-memory copy
+                    return cls(store.name, store.scope, store.engine.raw_connection().driver_connection, "sqlite")
                 store.dispose()
-            if store.scope == "user":
-                from hpcmem.kb.store.database import check_private
-
-                check_private(path)
+            store.check_file()
             try:
                 conn = sqlite3.connect(str(path), timeout=30)
                 conn.execute("PRAGMA busy_timeout = 30000")
@@ -99,7 +102,7 @@ class StoreReader:
                 if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() == "wal":
                     conn.execute("PRAGMA synchronous = NORMAL")
             except sqlite3.Error as exc:
-                raise StoreError(f"cannot open store '{store.name}' at {path}: {exc}") from None
+                raise store.refusal(exc) or StoreError(f"cannot open store '{store.name}' at {path}: {exc}") from None
             return cls(store.name, store.scope, conn, "sqlite")
         if store.dialect == "postgresql":
             import psycopg
@@ -140,7 +143,7 @@ class StoreReader:
         except Exception as exc:  # noqa: BLE001 - both drivers: a missing table means "empty"
             if "alembic_version" in str(exc) or "no such table" in str(exc):
                 return None
-            raise StoreError(f"cannot read store '{self.name}': {exc}") from None
+            raise StoreError(f"cannot read store '{self.name}': {exc}") from exc
         return rows[0][0] if rows else None
 
     @staticmethod

@@ -2,6 +2,12 @@
 
 Recall reads every store of the stack; writes go to the user store unless a scope is
 named. The stack is declared by configuration (see ``hpcmem.kb.config``).
+
+Which stores a command may create when they are not there (``Store.if_missing``): one that
+only reads creates none (the default user store, never written yet, reads as empty; a
+store the user named is an error); one that stores something creates the user store - at
+its default place with its directory, at a path the user named only inside an existing
+directory. Lab and cluster stores are made by `hpcmem db upgrade --scope`.
 """
 
 from __future__ import annotations
@@ -10,7 +16,7 @@ from dataclasses import dataclass, field
 
 from hpcmem.kb.config import Config
 from hpcmem.kb.errors import ConfigError, NotFound
-from hpcmem.kb.store.database import Store
+from hpcmem.kb.store.database import CREATE, CREATE_FILE, NOT_YET, REFUSE, Store
 
 
 @dataclass
@@ -20,13 +26,26 @@ class StoreStack:
     cluster: Store | None = None
 
     @classmethod
-    def from_config(cls, config: Config) -> "StoreStack":
+    def from_config(cls, config: Config, *, adding: bool | None = None) -> "StoreStack":
+        """``adding``: whether the command stores new data (and so may create the user
+        store); None keeps every store creatable, as library callers expect."""
+        named = config.origins.get("stores.user.url", "builtin") != "builtin"  # --store, env or a file
+
+        def if_missing(scope: str) -> str:
+            if adding is None:
+                return CREATE
+            if scope != "user":
+                return REFUSE
+            if adding:
+                return CREATE_FILE if named else CREATE
+            return REFUSE if named else NOT_YET
+
         def build(settings: dict, name: str, scope: str) -> Store:
             url = settings.get("url")
             if not url:
                 raise ConfigError(f"store '{name}' has no url (key stores.{scope if scope != 'lab' else 'labs.' + name}.url)")
             return Store(url, name=name, scope=scope, schema=settings.get("schema"),
-                         journal_mode=settings.get("journal_mode"))
+                         journal_mode=settings.get("journal_mode"), if_missing=if_missing(scope))
 
         stores = config.get("stores", {})
         user = build(stores.get("user", {}), "user", "user")
@@ -64,8 +83,12 @@ class StoreStack:
 
 
 def describe_stack(stack: StoreStack) -> list:
-    """StoreInfo for each store: the user store is opened (created, migrated); the rest only probed."""
-    stack.user.open()
-    infos = [stack.user.info()]
-    infos += [store.info(probe_only=True) for store in stack.all()[1:]]
-    return infos
+    """StoreInfo for each store, creating none. The user store must work (every command
+    needs it): migrated when behind; damaged, or named but not there, it is an error. The
+    others are only probed: one that is missing or damaged is listed with the reason."""
+    user = stack.user
+    if user.exists():
+        user.open(create=False)
+    elif user.if_missing == REFUSE:
+        raise user.missing_error()
+    return [store.info(probe_only=True) for store in stack.all()]

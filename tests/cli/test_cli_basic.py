@@ -35,6 +35,12 @@ def test_help_does_not_import_heavy_libraries():
 
 
 def test_stores_json_shows_the_default_user_store(hpcmem_home: Path):
+    fresh = run_hpcmem("stores", "--json")  # only reads: lists the store, creates nothing
+    assert fresh.returncode == 0, fresh.stderr
+    [new] = json.loads(fresh.stdout)["stores"]
+    assert not new["reachable"] and "does not exist yet" in new["error"]
+    assert not (hpcmem_home / "data").exists()
+    assert run_hpcmem("db", "upgrade").returncode == 0
     result = run_hpcmem("stores", "--json")
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)  # nothing but one JSON document on stdout

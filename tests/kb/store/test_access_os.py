@@ -243,12 +243,13 @@ def test_permission_errors_map_to_permission_denied(tmp_path: Path):
     denied = as_permission_denied(error)
     assert isinstance(denied, PermissionDenied)
     assert str(denied) == "permission denied: /srv/labs/vision/vision.db"
+    assert "another user" not in denied.hint  # the refused file may be an input, not a store
     readonly = tmp_path / "ro.db"
     sqlite3.connect(readonly).execute("CREATE TABLE t (x)").connection.commit()
     conn = sqlite3.connect(f"file:{readonly}?mode=ro", uri=True)
     with pytest.raises(sqlite3.OperationalError) as info:
         conn.execute("INSERT INTO t VALUES (1)")
-    assert str(as_permission_denied(info.value)) == "the store refused: attempt to write a readonly database"
+    assert str(as_permission_denied(info.value)) == "the store is read-only for you: attempt to write a readonly database"
     assert as_permission_denied(sqlite3.OperationalError("no such table: x")) is None
 
 
