@@ -95,7 +95,7 @@ def site():
     python = _interpreter_for_others()
     if python is None:
         _unavailable(f"no Python {sys.version_info.major}.{sys.version_info.minor} that other users may execute")
-    if _run(["runuser", "-u", "nobody", "--", "test", "-r", str(REPO / "kb" / "store.py")]).returncode != 0:
+    if _run(["runuser", "-u", "nobody", "--", "test", "-r", str(REPO / "kb" / "store" / "database.py")]).returncode != 0:
         _unavailable(f"the repository {REPO} is not readable by other users")
 
     tag = uuid.uuid4().hex[:6]
