@@ -12,7 +12,10 @@ from alembic import command
 from alembic.config import Config as AlembicConfig
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from alembic.util.exc import CommandError
 from sqlalchemy.engine import Connection
+
+from hpcmem.kb.errors import InputError
 
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 
@@ -25,11 +28,20 @@ def alembic_config(connection: Connection | None = None) -> AlembicConfig:
 
 
 def upgrade(connection: Connection, revision: str = "head") -> None:
-    command.upgrade(alembic_config(connection), revision)
+    _run(command.upgrade, connection, revision)
 
 
 def downgrade(connection: Connection, revision: str) -> None:
-    command.downgrade(alembic_config(connection), revision)
+    _run(command.downgrade, connection, revision)
+
+
+def _run(step, connection: Connection, revision: str) -> None:
+    """An unknown or unreachable revision is the caller's input to fix, not a crash."""
+    try:
+        step(alembic_config(connection), revision)
+    except CommandError as exc:
+        raise InputError(f"schema revision {revision!r}: {exc}",
+                         hint="`hpcmem db history` lists the revisions this hpcmem knows") from None
 
 
 def current(connection: Connection) -> str | None:

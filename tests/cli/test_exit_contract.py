@@ -114,3 +114,21 @@ def test_text_without_a_word_is_refused_for_what_it_lacks(hpcmem_home):
     assert done.returncode == 2
     line = one_error_line(done.stderr)
     assert "no word of two or more letters or digits" in line and "only whitespace" not in line
+
+
+def test_feedback_takes_undecodable_bytes_in_its_error(hpcmem_home):
+    done = run_hpcmem("record", "--error", OOM, "--cause", "c", "--fix", "request --mem=32G", "--json")
+    lesson_id = json.loads(done.stdout)["lesson_id"]
+    fed = run_bytes(b"feedback", lesson_id.encode(), b"--worked", b"--error",
+                    OOM.replace("52004", "61100").encode() + b" \xff\xfe", b"--json")
+    assert fed.returncode == 0, fed.stderr
+    assert b"Traceback" not in fed.stderr
+    json.loads(fed.stdout)
+
+
+def test_an_unknown_schema_revision_is_bad_input_not_a_crash(hpcmem_home):
+    for args in (["db", "upgrade", "zzzz"], ["db", "downgrade", "zzzz", "--yes"]):
+        done = run_hpcmem(*args)
+        assert done.returncode == 2, (args, done.stderr)
+        assert one_error_line(done.stderr) == "Error: schema revision 'zzzz': Can't locate revision identified by 'zzzz'"
+    assert "up to date" in run_hpcmem("db", "current").stdout + run_hpcmem("db", "current").stderr
