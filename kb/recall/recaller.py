@@ -333,7 +333,7 @@ class Recaller:
 
     def _vector_ids(self, reader: StoreReader, probe: Probe, query: RecallQuery) -> set[str]:
         vector = self._probe_vectors(probe).get("decisive")
-        if vector is None:
+        if vector is None or reader.empty_copy:  # a store not created yet has no vectors to search
             return set()
         self._embed_lesson_signatures(reader)
         index = self._index(reader)

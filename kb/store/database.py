@@ -127,6 +127,8 @@ class Store:
         self._journal_mode_setting = journal_mode
         self.journal_mode: str | None = None
         self.stand_in = False  # True: an empty in-memory store answers for a NOT_YET file
+        # Where plain-SQL readers copy an empty store from, for a NOT_YET file (StoreReader).
+        self.empty_template: Path | None = None
         self._engine: "Engine | None" = None
         self._sessionmaker: "sessionmaker[Session] | None" = None
         scheme, sep, rest = self.url.partition("://")

@@ -52,6 +52,9 @@ class StoreReader:
     scope: str
     conn: Any
     dialect: str
+    # An in-memory copy of an empty store, answering for a store not created yet: it holds
+    # nothing, and no other connection (the ORM's, a vector index's) can see it.
+    empty_copy: bool = False
 
     # -- opening ----------------------------------------------------------------------
     @classmethod
@@ -88,6 +91,12 @@ class StoreReader:
                 from hpcmem.kb.store.access import as_permission_denied
 
                 raise as_permission_denied(exc) from None
+            from hpcmem.kb.store.database import NOT_YET  # the module that made ``store``
+
+            if not exists and store.if_missing == NOT_YET and store.empty_template is not None:
+                # The default store before the first write: an in-memory copy of an empty store,
+                # not a migration in memory on every read (Alembic and the ORM: about 0.5 s).
+                return cls(store.name, store.scope, _empty_copy(store), "sqlite", empty_copy=True)
             if not exists:
                 store.open()  # creates it (and its schema) when this command may, else says it is missing
                 if store.stand_in:  # the default store before the first write: read its empty in-memory copy
@@ -327,3 +336,47 @@ class StoreReader:
     def meta(self, key: str) -> str | None:
         rows = self.query("SELECT value FROM store_meta WHERE key = ?", [key])
         return rows[0][0] if rows else None
+
+
+def _empty_copy(store):  # noqa: ANN001 - a hpcmem.kb.store.database.Store
+    """A new in-memory database holding an empty store at today's schema, copied from a template
+    kept in the cache (made once per schema and rules; a cache file, not a store)."""
+    import sqlite3
+    import uuid
+
+    from hpcmem.kb.signatures.rules_digest import DIGEST_KEY, current_digest
+
+    template = store.empty_template
+    if not template.exists():
+        _make_template(template, store.name)
+    source = sqlite3.connect(f"file:{template}?mode=ro", uri=True)
+    try:
+        copy = sqlite3.connect(":memory:", check_same_thread=False)
+        source.backup(copy)
+    finally:
+        source.close()
+    # As the stand-in store says: today's rules, and a stable id for the vector indexes.
+    copy.executemany("INSERT OR REPLACE INTO store_meta (key, value) VALUES (?, ?)",
+                     [(DIGEST_KEY, current_digest()),
+                      ("store_id", str(uuid.uuid5(uuid.NAMESPACE_URL, store.display_url)))])
+    copy.commit()
+    return copy
+
+
+def _make_template(template, name: str) -> None:  # noqa: ANN001 - a Path
+    """Migrate a new store beside the template, then move it into place in one rename, so a
+    reader never sees half a template."""
+    import os
+
+    from hpcmem.kb.store.database import Store
+
+    template.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    partial = template.with_name(f"{template.name}.{os.getpid()}.partial")
+    built = Store(f"sqlite:///{partial}", name=name, scope="user", journal_mode="delete")  # one file
+    try:
+        built.open()
+    finally:
+        built.dispose()
+    os.replace(partial, template)
+    for leftover in partial.parent.glob(f"{partial.name}*"):  # the migration's lock file
+        leftover.unlink(missing_ok=True)

@@ -49,6 +49,10 @@ class StoreStack:
 
         stores = config.get("stores", {})
         user = build(stores.get("user", {}), "user", "user")
+        if user.if_missing == NOT_YET and config.dirs is not None:
+            from hpcmem.kb.store.schema_version import SCHEMA_HEAD
+
+            user.empty_template = config.dirs.cache / "empty-store" / f"{SCHEMA_HEAD}.db"
         labs = [build(s, name, "lab") for name, s in sorted(stores.get("labs", {}).items())]
         cluster_cfg = stores.get("cluster") or {}
         cluster = build(cluster_cfg, "cluster", "cluster") if cluster_cfg.get("url") else None

@@ -62,6 +62,18 @@ def test_known_template_recall_imports_nothing_heavy(known_lesson):
     assert offenders(modules, HEAVY + OTHER_COMMANDS) == []
 
 
+def test_recall_before_the_first_write_creates_no_store_and_no_orm_after_the_first(hpcmem_home):
+    # A new user's recalls read an in-memory copy of an empty store; the template it is copied
+    # from is made once (with Alembic), in the cache, and the store itself is never created.
+    first, _ = imported("recall", OOM_AGAIN, "--json")
+    assert first.returncode == 1, first.stderr
+    again, modules = imported("recall", OOM_AGAIN, "--json")
+    assert again.returncode == 1 and json.loads(again.stdout)["abstained"], again.stderr
+    assert offenders(modules, ("sqlalchemy", "alembic") + OTHER_COMMANDS) == []  # no migration, no ORM
+    assert not (hpcmem_home / "data" / "user.db").exists()
+    assert [p.name for p in (hpcmem_home / "cache" / "empty-store").iterdir()] == ["0007.db"]
+
+
 def test_fingerprint_imports_nothing_heavy():
     result, modules = imported("fingerprint", stdin=OOM + "\n")
     assert result.returncode == 0 and json.loads(result.stdout)["category"], result.stderr
