@@ -38,6 +38,8 @@ JWT = ("ey" + "JhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9" + "." + "ey" + "JzdWIiOiIxMjM
        + "." + "SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c")
 OPAQUE = "tok_" + B62[:30]
 WANDB = "3f786850e387550fdab836ed7e6dc881de23001b"  # 40 hex, same shape as a git SHA
+NVAPI = "nv" + "api-" + B62[:64]
+DOCKER_PAT = "dckr" + "_pat_" + B62[5:32]
 
 PEM_BODY = "\n".join(B62[i : i + 64] for i in range(0, 64 * 3, 8))[:600]
 RSA_BLOCK = "-----BEGIN RSA " + "PRIVATE KEY-----\n" + PEM_BODY + "\n-----END RSA " + "PRIVATE KEY-----"
@@ -67,6 +69,11 @@ POSITIVE = [
     ("slack_webhook", f"POST https://hooks.slack.com/{SLACK_HOOK_PATH} -> 404", SLACK_HOOK_PATH,
      "https://hooks.slack.com/"),
     ("stripe_key", f"stripe.api_key = '{STRIPE}'", STRIPE, "stripe.api_key = '"),
+    ("nvidia_key", f"openai.OpenAI(base_url=NIM_URL, api_key='{NVAPI}')", NVAPI, "base_url=NIM_URL"),
+    ("docker_token", f"+ echo {DOCKER_PAT} | docker login -u alice --password-stdin", DOCKER_PAT,
+     " | docker login -u alice --password-stdin"),
+    ("presigned_url", "HTTP 403 for https://b.s3.amazonaws.com/m.pt?X-Amz-Expires=3600&X-Amz-Signature="
+     + B62[:64] + "&x=1", B62[:64], "&x=1"),
     ("jwt", f"Authorization: Bearer {JWT}", JWT, "Authorization: Bearer "),
     ("bearer_token", f"curl -sf -H 'Authorization: Bearer {OPAQUE}' https://api.example.org/v1/runs",
      OPAQUE, "https://api.example.org/v1/runs"),
