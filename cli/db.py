@@ -1,5 +1,6 @@
-"""`hpcmem db upgrade | downgrade | current | history | refingerprint`: schema migrations of one
-store, and its fingerprints brought in line with the failure rules in effect."""
+"""`hpcmem db upgrade | downgrade | current | history | refingerprint | scrub`: schema migrations of
+one store, its fingerprints brought in line with the failure rules in effect, and its text with
+the redaction rules in effect."""
 
 from __future__ import annotations
 
@@ -80,6 +81,33 @@ def db_refingerprint(
         from hpcmem.cli.lessons import embed_in_shared
 
         embed_in_shared(scope)
+    if json_:
+        emit_json(report.as_dict())
+    else:
+        stdout.print(report.summary(), highlight=False)
+
+
+@app.command("scrub")
+def db_scrub(
+    scope: str = typer.Option("user", "--scope", help=SCOPE_HELP),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Count what would change; write nothing."),
+    json_: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Re-redact a store's text with the redaction rules in effect.
+
+    Run it after an upgrade brings new rules: lessons (with their aliases, conditions and
+    evidence), signatures, occurrences, job records and the audit log are normalised and
+    redacted again, in one transaction; the append-only audit log is cleaned too, and one
+    audit entry records the scrub. Reports counts per table, never a value; a second run
+    changes nothing.
+    """
+    import getpass
+
+    from hpcmem.kb.store.scrub import scrub_store
+
+    store = STATE.stack.by_scope(scope)
+    store.check_exists()  # a missing store is reported, not created to be scrubbed
+    report = scrub_store(store, dry_run=dry_run, actor=getpass.getuser())
     if json_:
         emit_json(report.as_dict())
     else:

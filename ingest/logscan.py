@@ -20,8 +20,10 @@ U+FFFD), reduced to the final state of carriage-return progress bars (tqdm), cut
 and then classified by the line rules in ``_KINDS``. A Python traceback becomes its
 header, the innermost three frames and the exception line; when a log holds several
 tracebacks (chained exceptions, many ranks) only the last one is kept. The excerpt is
-redacted with :func:`hpcmem.kb.safety.redact.redact_text` and bounded to 4 KiB: it keeps the
-first error and as many of the last error blocks as fit.
+normalised, then redacted, with :func:`hpcmem.kb.safety.normalise.scrub_text` (what escape
+stripping at the byte level leaves - other controls, zero-width characters, %-escaped
+values - cannot hide a secret either) and bounded to 4 KiB: it keeps the first error and
+as many of the last error blocks as fit.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from hpcmem.kb.errors import InputError
-from hpcmem.kb.safety.redact import redact_text
+from hpcmem.kb.safety.normalise import scrub_text
 
 __all__ = [
     "LogExcerpt",
@@ -634,7 +636,7 @@ def _fit(lines: list[str], cap: int) -> tuple[str, bool]:
 def _redacted_lines(block: _Block) -> list[str]:
     # One call per block: redaction has a fixed cost per call, and a private key
     # block spans lines.
-    return redact_text("\n".join(block.lines)).split("\n")
+    return scrub_text("\n".join(block.lines)).split("\n")
 
 
 def _assemble(blocks: list[_Block]) -> tuple[str, str | None, tuple[str, ...], bool]:
@@ -645,7 +647,7 @@ def _assemble(blocks: list[_Block]) -> tuple[str, str | None, tuple[str, ...], b
     kinds: list[str] = []
     for block in blocks:
         _add_kinds(kinds, block.kinds)
-    first_error = redact_text(blocks[0].headline.strip())
+    first_error = scrub_text(blocks[0].headline.strip()).strip()
 
     # Only the last traceback tells how the job ended (chained exceptions, many ranks).
     last_traceback = max((i for i, b in enumerate(blocks) if b.traceback), default=None)

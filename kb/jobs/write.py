@@ -33,7 +33,7 @@ from sqlalchemy import JSON, Boolean, bindparam, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from hpcmem.kb.store.models import JobRecord, Occurrence, Signature, StoreMeta
-from hpcmem.kb.safety.redact import redact
+from hpcmem.kb.safety.normalise import scrub
 from hpcmem.kb.signatures.fingerprint import FailureSignature as SignatureKey
 from hpcmem.kb.signatures.rules_digest import site_rules_path
 from hpcmem.kb.signatures.fingerprint import signature_of_block
@@ -50,7 +50,8 @@ OCCURRENCE_COLUMNS = tuple(
 _job_values = itemgetter(*JOB_COLUMNS)
 # What a new occurrence row holds, in this order.
 _NEW_OCCURRENCE_COLUMNS = (*OCCURRENCE_COLUMNS, "signature_id", "observed_at")
-# Free text that can carry secrets (tokens in submit lines, passwords in logs).
+# Free text that can carry secrets (tokens in submit lines, passwords in logs): each is
+# normalised, then redacted (kb.safety.normalise.scrub) before it is stored or fingerprinted.
 REDACTED_FIELDS = ("message", "log_excerpt", "submit_line", "job_name", "work_dir", "log_path")
 # Message shapes whose signature a RowPreparer keeps (a dump has a few hundred).
 _SHAPES_KEPT = 65536
@@ -72,7 +73,7 @@ def _signature_under(message: str, site_rules: str | None) -> SignatureKey:
 @lru_cache(maxsize=65536)
 def _redact_cached(value: str) -> tuple[str, int]:
     # Submit lines, work dirs and job names repeat across a user's many jobs.
-    result = redact(value)
+    result = scrub(value)
     return result.text, result.count
 
 
@@ -183,7 +184,7 @@ class RowPreparer:
             value = row.get(key)
             if value:
                 clean, count = _redact_cached(value)
-                if count:
+                if clean is not value and clean != value:  # a secret, or codes it was hidden by
                     row[key] = clean
                     self.stats.redactions += count
         return row

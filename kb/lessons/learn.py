@@ -100,7 +100,7 @@ from sqlalchemy import DateTime, and_, select, type_coerce, update
 from hpcmem.kb.slurm_units import format_time_limit
 from hpcmem.kb.slurm_units import parse_duration, parse_size_mb
 from hpcmem.kb.lessons.actions import SBATCH_ALIASES, SBATCH_OPTIONS
-from hpcmem.kb.lessons.write import Condition, LessonDraft, audit, record_lesson
+from hpcmem.kb.lessons.write import Condition, LessonDraft, audit, clean_text, record_lesson
 from hpcmem.kb.store.models import JobRecord, Lesson, LessonEvidence, Occurrence, Signature, StoreMeta
 from hpcmem.kb.jobs.write import current_change_seq
 from hpcmem.kb.store.database import Store
@@ -932,7 +932,8 @@ def _confirm(store: Store, confirmations: dict[str, list[_Pair]], actor: str) ->
                     last_confirmed_at=now, updated_at=now)
             )
             rows = [{"lesson_id": lesson_id, "kind": item["kind"], "occurrence_id": item.get("occurrence_id"),
-                     "job_id": item.get("job_id"), "actor": actor, "note": item.get("note"), "created_at": now}
+                     "job_id": item.get("job_id"), "actor": actor, "note": clean_text(item.get("note"), 500),
+                     "created_at": now}
                     for pair in pairs for item in _evidence(pair)]
             session.execute(LessonEvidence.__table__.insert(), rows)
             after = {"confirmations": before["confirmations"] + len(pairs), "confidence": round(confidence, 4)}

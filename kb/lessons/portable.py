@@ -6,7 +6,8 @@ Labs keep shared lessons under review in git and carry them to another cluster, 
   masked error excerpt and the known variants (aliases: `db refingerprint` needs both),
   status, provenance (source, author, times) and evidence (job ids, never occurrence
   rows: those are local to a store);
-- export passes every text through the redactor again, in case an older store holds
+- export passes every text through the normaliser and the redactor again (every string
+  of the line, actions, conditions and evidence included), in case an older store holds
   text stored before a redaction rule existed.
 
 Anyone can write a file, so import takes it as claims, not facts:
@@ -60,6 +61,7 @@ from hpcmem.kb.lessons.write import (
 from hpcmem.kb.signatures.fingerprint import template_fingerprint
 from hpcmem.kb.store.models import Lesson, LessonAlias, LessonCondition, LessonEvidence
 from hpcmem.kb.safety.lint import INJECTION_CODES
+from hpcmem.kb.safety.normalise import scrub_value
 from hpcmem.kb.store.stack import StoreStack
 from hpcmem.kb.store.database import Store
 from hpcmem.kb.store.column_types import utcnow
@@ -87,9 +89,9 @@ def _time(value: str | None) -> dt.datetime | None:
 
 
 def lesson_record(lesson: Lesson) -> dict[str, Any]:
-    """One export line for ``lesson`` (text redacted again on the way out)."""
+    """One export line for ``lesson`` (text normalised and redacted again on the way out)."""
     sig = lesson.signature
-    return {
+    return scrub_value({
         "format": FORMAT, "id": lesson.id, "fingerprint": lesson.fingerprint,
         "category": sig.category if sig else "unknown", "template": clean_text(sig.template if sig else "", MAX_TEMPLATE),
         "scope": lesson.scope, "scope_name": lesson.scope_name, "context": clean_text(lesson.context),
@@ -106,7 +108,7 @@ def lesson_record(lesson: Lesson) -> dict[str, Any]:
         "aliases": [{"fingerprint": a.fingerprint, "template": clean_text(a.template, MAX_TEMPLATE),
                      "category": a.category, "excerpt": clean_text(a.excerpt, MAX_EXCERPT), "source": a.source,
                      "created_at": _iso(a.created_at)} for a in lesson.aliases],
-    }
+    })[0]
 
 
 def export_lessons(stack: StoreStack, *, scope: str | None = None,
@@ -218,13 +220,15 @@ def _gated(record: dict[str, Any], store: Store, *, keep_status: bool, actor: st
         alias_fp = template_fingerprint(a["category"], a["template"])
         if alias_fp != fp:
             aliases.setdefault(alias_fp, {"fingerprint": alias_fp, "template": clean_text(a["template"], MAX_TEMPLATE),
-                                          "category": a["category"], "excerpt": clean_text(a.get("excerpt"), MAX_EXCERPT),
+                                          "category": clean_text(a["category"], 64),
+                                          "excerpt": clean_text(a.get("excerpt"), MAX_EXCERPT),
                                           "source": clean_text(a.get("source"), 32) or "import", "actor": actor})
     gated = {
         "fingerprint": fp, "context": lesson_text(record.get("context"), "context") or None, "cause": cause, "fix": fix,
         "actions": actions,
-        "conditions": [{"kind": c["kind"], "name": clean_text(c["name"], 128), "value": c.get("value"),
-                        "op": c.get("op")} for c in record.get("conditions", [])],
+        "conditions": [{"kind": c["kind"], "name": clean_text(c["name"], 128),
+                        "value": clean_text(c.get("value"), 256), "op": c.get("op")}
+                       for c in record.get("conditions", [])],
         "valid_until": _iso(_time(record.get("valid_until"))),
         "excerpt": clean_text(record.get("excerpt"), MAX_EXCERPT) or None, "aliases": list(aliases.values()),
         # the lint's "your own paths" are the store owner's, and the importer owns a user store
@@ -281,7 +285,8 @@ def _apply(lesson: Lesson, gated: dict[str, Any], *, claims: bool) -> None:
 
 
 def _evidence(record: dict[str, Any]) -> list[LessonEvidence]:
-    return [LessonEvidence(kind=clean_text(e["kind"], 32), job_id=e.get("job_id"), actor=e.get("actor"),
+    return [LessonEvidence(kind=clean_text(e["kind"], 32), job_id=clean_text(e.get("job_id"), 64),
+                           actor=clean_text(e.get("actor"), 64),
                            note=clean_text(e.get("note"), 500), created_at=_time(e.get("at")) or utcnow())
             for e in record.get("evidence", [])]
 
@@ -331,7 +336,8 @@ def import_lessons(stack: StoreStack, path: Path, *, scope: str, actor: str, kee
     with _writing(store, "import lessons with their status" if keep_status else "import lessons") as session:
         for (number, record), gated in zip(records, gated_all):
             where = f"{path}:{number}"
-            sig = ensure_signature(session, gated["fingerprint"], record["template"], record["category"])
+            sig = ensure_signature(session, gated["fingerprint"], record["template"],
+                                   clean_text(record["category"], 64))
             lesson = session.get(Lesson, record["id"])
             updated_at = _time(record["updated_at"])
             ids.append(record["id"])

@@ -3,13 +3,17 @@
 Every lesson that enters a store passes the same gate, whoever wrote it:
 
 - every text it stores (cause, fix, context, the error's template and excerpt, aliases,
-  conditions) is redacted (no secret is ever stored) and sanitised (no ANSI/OSC sequence,
-  control, NUL or invisible character), because recalled text is data shown to agents and
-  PostgreSQL refuses NUL; cause, fix and context longer than ``MAX_TEXT`` are refused;
+  conditions) is normalised, then redacted (``kb.safety.normalise.scrub``: escape sequences,
+  controls and invisible characters go *before* the rules run, so a colour code or a
+  zero-width joiner cannot hide a secret from them), then sanitised (NFC, length), because
+  no secret may be stored, recalled text is data shown to agents and PostgreSQL refuses
+  NUL; cause, fix and context longer than ``MAX_TEXT`` are refused;
 - the fix is linted for weakened safeguards and the text checked for instruction-like
   injections; the flags are kept on the lesson and shown wherever it is recalled;
 - actions are validated; conditions are normalised;
-- an audit entry records who created it, when, and what it said.
+- an audit entry records who created it, when, and what it said; every audit entry's
+  before/after copies and reason are scrubbed when written (``audit``), so an edit that
+  removes a secret an older rule set let in does not copy it into the history.
 
 Initial status and confidence depend on the source: what an agent writes or hpcmem
 infers starts as a *candidate*; curated lessons start *validated*.
@@ -26,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from hpcmem.kb.lessons.actions import validate_action
 from hpcmem.kb.errors import InputError
+from hpcmem.kb.safety.normalise import normalise, scrub_text, scrub_value
 from hpcmem.kb.safety.redact import redact_text
 from hpcmem.kb.safety.lint import detect_injection, lint_fix, sanitize_text
 from hpcmem.kb.signatures.fingerprint import excerpt_template
@@ -88,19 +93,22 @@ class LessonDraft:
 
 
 def clean_text(text: str | None, limit: int = MAX_TEXT) -> str | None:
-    """Redact secrets, strip escape sequences and control/invisible characters, cap the length."""
+    """Normalise, then redact (``scrub_text``), then sanitise and cap the length."""
     if text is None:
         return None
-    return sanitize_text(redact_text(text), limit)
+    return sanitize_text(scrub_text(text), limit)
 
 
 def error_excerpt(text: str) -> str:
-    """The masked excerpt a lesson keeps of an error text (redacted by the caller).
+    """The masked excerpt a lesson keeps of an error text, normalised and redacted here
+    (whatever the caller did): a secret a colour code hid from the caller's redaction is
+    caught before masking can cut it into pieces no rule recognises.
 
     Escape sequences and invisible characters go before masking: masking first can split a
     sequence (a URL mask swallows an OSC 8 link's end) and leave pieces of it behind.
     Carriage returns stay for the excerpt's own redraw handling (last state of a line)."""
-    plain = "\r".join(sanitize_text(part, sys.maxsize) for part in text.split("\r"))
+    plain = redact_text(normalise(text, keep_cr=True))
+    plain = "\r".join(sanitize_text(part, sys.maxsize) for part in plain.split("\r"))
     return clean_text(excerpt_template(plain), MAX_EXCERPT)
 
 
@@ -112,7 +120,7 @@ def lesson_text(text: str | None, what: str, limit: int = MAX_TEXT) -> str | Non
     easily missed by an agent that reads only the lesson id)."""
     if text is None:
         return None
-    cleaned = sanitize_text(redact_text(text), sys.maxsize)
+    cleaned = sanitize_text(scrub_text(text), sys.maxsize)
     if len(cleaned) > limit:
         raise InputError(f"the {what} is {len(cleaned):,} characters; a lesson keeps at most {limit:,}",
                          hint=f"shorten the {what}; long output belongs in the error text, which is excerpted")
@@ -172,10 +180,13 @@ def ensure_signature(session: Session, fingerprint: str, template: str, category
 
 def audit(session: Session, actor: str, action: str, lesson_id: str, before: dict | None, after: dict | None,
           reason: str | None = None) -> None:
+    """Append an audit entry; its copies of the lesson and its reason are scrubbed first
+    (audit_log is append-only: what goes in stays until ``hpcmem db scrub``)."""
     from hpcmem.kb.store.models import AuditEntry
 
     session.add(AuditEntry(actor=actor, action=action, object_type="lesson", object_id=lesson_id,
-                           before=before, after=after, reason=reason))
+                           before=scrub_value(before)[0], after=scrub_value(after)[0],
+                           reason=scrub_value(reason)[0]))
 
 
 def record_lesson(store: Store, draft: LessonDraft, *, actor: str) -> dict[str, Any]:
@@ -234,7 +245,8 @@ def record_lesson(store: Store, draft: LessonDraft, *, actor: str) -> dict[str, 
         _insert_lesson(sql, lesson, sig.id)
         result = lesson_to_dict(lesson, sig)
         sql.insert("audit_log", {"at": now, "actor": actor, "action": "create", "object_type": "lesson",
-                                 "object_id": lesson.id, "before": None, "after": result, "reason": None},
+                                 "object_id": lesson.id, "before": None, "after": scrub_value(result)[0],
+                                 "reason": None},
                    json_columns=("before", "after"))
     return result
 
@@ -249,7 +261,8 @@ def _ensure_signature_row(sql: SqlWriter, fingerprint: str, template: str, categ
             "count": 0, "first_seen": now, "last_seen": now}, returning="id"), category,
             clean_text(template, MAX_TEMPLATE))]
     sig_id, sig_category, sig_template = found[0]
-    return SimpleNamespace(id=sig_id, category=sig_category, template=sig_template)
+    # A row an older hpcmem wrote may hold what today's rules redact: not shown again.
+    return SimpleNamespace(id=sig_id, category=sig_category, template=clean_text(sig_template, MAX_TEMPLATE))
 
 
 def _insert_lesson(sql: SqlWriter, lesson: SimpleNamespace, signature_id: int) -> None:
