@@ -1,5 +1,7 @@
 """Safety: what may never be stored, and what a recalled lesson may never do.
 
+- ``normalise`` strips escape, control and zero-width characters, then redacts (``scrub``):
+              the one way text enters a store or leaves hpcmem;
 - ``redact``  removes credentials from text before it is stored, shown or shared;
 - ``lint``    flags fixes that weaken safeguards and text that reads as instructions;
 - ``trust``   the provenance label shown next to every recalled lesson.
