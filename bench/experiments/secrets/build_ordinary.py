@@ -2,7 +2,7 @@
 
     venv/bin/python build_ordinary.py   # writes ordinary.jsonl (here, in /tmp only)
 
-Sources (read-only; nothing is written under /work/main, Loghub text stays in /tmp):
+Sources (read-only; nothing is written in the repository, Loghub text stays in the scratch directory):
   nine          the nine false positives of issue 32 (written here, as items; the BEGIN-
                 header one is two lines so that eating the next line shows)
   hpc           ordinary HPC job-log lines with risky words (token, key, secret, password,
@@ -20,8 +20,8 @@ import json
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-MAIN = Path("/work/main")
-LOGHUB = Path("/work/shared/bench/loghub")
+MAIN = Path(__file__).resolve().parents[3]  # the repository (bench/experiments/secrets/ is three below)
+LOGHUB = MAIN.parent / "shared" / "bench" / "loghub"  # ../shared: read there, never copied
 
 NINE = [
     "  File \"/home/alice/proj/ckpt.py\", line 31, in save\n"

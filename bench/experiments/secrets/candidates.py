@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-MAIN = Path("/work/main")
+MAIN = Path(__file__).resolve().parents[3]  # the repository (bench/experiments/secrets/ is three below)
 MARK = "[REDACTED]"
 TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=_-")
 
@@ -24,7 +24,7 @@ def _replace_values(text: str, values) -> str:
 
 # ---------------------------------------------------------------------------------------
 class Current:
-    """Today's hand-written table, kb/safety/redact.py of /work/main (read-only)."""
+    """Today's hand-written table, kb/safety/redact.py of this repository (read-only)."""
 
     name = "hpcmem-today"
 

@@ -135,11 +135,11 @@ NOISE = [
 def mixed_text(mb: float, seed: int = 7) -> str:
     """Same recipe as bench/bench_logscan.py's _mixed_text (re-implemented here)."""
     rng = random.Random(seed)
-    samples = Path("/work/main/data/samples/logs")
+    samples = Path(__file__).resolve().parents[3] / "data" / "samples" / "logs"
     parts = [p.read_text(encoding="utf-8", errors="replace") for p in sorted(samples.rglob("*.out"))]
     parts += [p.read_text(encoding="utf-8", errors="replace") for p in sorted(samples.rglob("*.err"))]
     loghub = []
-    for path in sorted(Path("/work/shared/bench/loghub").glob("*/*_2k.log_structured_corrected.csv")):
+    for path in sorted((Path(__file__).resolve().parents[4] / "shared" / "bench" / "loghub").glob("*/*_2k.log_structured_corrected.csv")):
         with open(path, newline="", encoding="utf-8") as fh:
             loghub.extend(row["Content"] for row in csv.DictReader(fh))
     body = "".join(parts) + "\n".join(loghub) + "\n"

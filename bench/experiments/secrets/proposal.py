@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 import re
 import sys
 import time
@@ -36,7 +37,7 @@ def normalise(text: str) -> str:
 
 # --- gitleaks layer --------------------------------------------------------------------
 TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=_-")
-CACHE = Path(os.environ.get("PROTO_CACHE", "/tmp/secrets-research/cache/gitleaks-rules.json"))
+CACHE = Path(os.environ.get("PROTO_CACHE", os.path.join(tempfile.gettempdir(), "secrets-research", "gitleaks-rules.json")))
 SEMI = (r"[\w.-]{0,50}?(?:", r"[\w.-]{0,50}?(?i:")
 
 

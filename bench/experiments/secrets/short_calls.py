@@ -5,7 +5,7 @@ from pathlib import Path
 sys.path.insert(0, '.'); sys.path.insert(0, 'proto')
 import candidates as C, proposal as P
 fields = []
-for p in sorted(Path('/work/main/data/samples/sacct').glob('*.psv')):
+for p in sorted((Path(__file__).resolve().parents[3] / 'data' / 'samples' / 'sacct').glob('*.psv')):
     if p.name == 'secrets-in-submitline.psv':
         continue
     rows = list(csv.reader(p.open(), delimiter='|'))

@@ -11,7 +11,7 @@ CASES = {
  "proposal fused(pyahocorasick), warm JSON cache, 1 redaction": f"import sys; sys.path.insert(0,'{HERE}'); import proposal as P; f=P.Fused('f','pyahocorasick'); f.load(); f.redact({SHORT!r})",
  "proposal fused(ahocorasick_rs), warm cache, 1 redaction": f"import sys; sys.path.insert(0,'{HERE}'); import proposal as P; f=P.Fused('f','ahocorasick_rs'); f.load(); f.redact({SHORT!r})",
  "proposal fused(trie pure-Python), warm cache, 1 redaction": f"import sys; sys.path.insert(0,'{HERE}'); import proposal as P; f=P.Fused('f','trie'); f.load(); f.redact({SHORT!r})",
- "proposal fused(pyahocorasick), COLD (rules extracted from the binary)": f"import os,sys; os.environ['PROTO_CACHE']='/tmp/secrets-research/cache/cold-'+str(os.getpid())+'.json'; sys.path.insert(0,'{HERE}'); import proposal as P; f=P.Fused('f','pyahocorasick'); f.load(); f.redact({SHORT!r}); os.unlink(os.environ['PROTO_CACHE'])",
+ "proposal fused(pyahocorasick), COLD (rules extracted from the binary)": f"import os,sys,tempfile; os.environ['PROTO_CACHE']=tempfile.gettempdir()+'/cold-'+str(os.getpid())+'.json'; sys.path.insert(0,'{HERE}'); import proposal as P; f=P.Fused('f','pyahocorasick'); f.load(); f.redact({SHORT!r}); os.unlink(os.environ['PROTO_CACHE'])",
  "import ahocorasick (pyahocorasick)": "import ahocorasick",
  "import ahocorasick_rs": "import ahocorasick_rs",
  "import yaml": "import yaml",

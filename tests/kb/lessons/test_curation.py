@@ -30,6 +30,7 @@ from hpcmem.kb.store.models import AuditEntry, Lesson, Occurrence
 from hpcmem.kb.lessons.portable import export_lessons, import_lessons
 from hpcmem.kb.signatures.fingerprint import fingerprint
 from hpcmem.kb.store.stack import StoreStack
+from tests.kb.lessons.pg_lab import member_and_lead
 
 OOM = ("slurmstepd: error: Detected 1 oom-kill event(s) in StepId=52004.batch. Some of your processes may have "
        "been killed by the cgroup out-of-memory handler.")
@@ -328,34 +329,7 @@ def test_injection_in_a_lab_store_cannot_be_approved_even_with_override(stack):
 
 def test_real_postgresql_roles_member_proposes_lead_approves(pg_schema, tmp_path: Path):
     """With the lab grants of ``kb/store/access.py``: a member may propose, only a lead may approve."""
-    import uuid
-
-    import psycopg
-
-    from hpcmem.kb.store.access import setup_pg_roles
-    from hpcmem.kb.store.database import Store
-
-    url, schema = pg_schema
-    Store(url, name="vision", scope="lab", schema=schema).open().dispose()
-    tag = uuid.uuid4().hex[:8]
-    group = {"read": f"cur_{tag}_read", "member": f"cur_{tag}_member", "lead": f"cur_{tag}_lead"}
-    logins = {"bob": f"bob_c_{tag}", "lena": f"lena_c_{tag}"}
-    setup_pg_roles(url, schema, lab_or_cluster="lab", readers_role=group["read"], members_role=group["member"],
-                   leads_role=group["lead"])
-    with psycopg.connect(url, autocommit=True) as conn:
-        for login, role in ((logins["bob"], group["member"]), (logins["lena"], group["lead"])):
-            conn.execute(f'CREATE ROLE "{login}" LOGIN')
-            conn.execute(f'GRANT "{role}" TO "{login}"')
-
-    def stack_of(login: str) -> StoreStack:
-        host = url.split("://", 1)[1].split("@", 1)[1]
-        user = Store(f"sqlite:///{tmp_path / login / 'user.db'}", name="user", scope="user")
-        user.open()
-        return StoreStack(user=user, labs=[Store(f"postgresql://{login}@{host}", name="vision", scope="lab",
-                                                 schema=schema)])
-
-    bob, lena = stack_of(logins["bob"]), stack_of(logins["lena"])
-    try:
+    with member_and_lead(pg_schema, tmp_path, "cur") as (bob, lena):
         mine = record_lesson(bob.user, draft(author="bob", cause="bert-ft ran out of memory in /home/bob/ft"),
                              actor="bob")
         copy = propose_lesson(bob, mine["lesson_id"], to="lab:vision", actor="bob")
@@ -366,14 +340,6 @@ def test_real_postgresql_roles_member_proposes_lead_approves(pg_schema, tmp_path
         done = approve_lesson(lena, copy["lesson_id"], actor="lena")
         assert done["status"] == "validated" and done["provenance"]["source"] == "curated"
         assert [h["action"] for h in show_lesson(bob, copy["lesson_id"])["history"]] == ["create", "approve"]
-    finally:
-        for st in (bob, lena):
-            st.dispose()
-        with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-            for name in [*logins.values(), *group.values()]:
-                conn.execute(f'DROP OWNED BY "{name}" CASCADE')
-                conn.execute(f'DROP ROLE "{name}"')
 
 
 def test_record_refuses_instruction_like_text_in_a_shared_store(tmp_path, monkeypatch):

@@ -15,6 +15,7 @@ from hpcmem.kb.lessons.portable import export_lessons, import_lessons
 from hpcmem.kb.lessons.write import INITIAL_CONFIDENCE, LessonDraft, record_lesson
 from hpcmem.kb.signatures.fingerprint import fingerprint
 from hpcmem.kb.store.stack import StoreStack
+from tests.kb.lessons.pg_lab import member_and_lead
 
 OOM = ("slurmstepd: error: Detected 1 oom-kill event(s) in StepId=52004.batch. Some of your processes may have "
        "been killed by the cgroup out-of-memory handler.")
@@ -82,34 +83,7 @@ def test_a_refusal_while_writing_stores_nothing_of_the_file(stack, tmp_path: Pat
 
 
 def test_real_postgresql_roles_member_imports_candidates_only_a_lead_keeps_status(pg_schema, tmp_path: Path):
-    import uuid
-
-    import psycopg
-
-    from hpcmem.kb.store.access import setup_pg_roles
-    from hpcmem.kb.store.database import Store
-
-    url, schema = pg_schema
-    Store(url, name="vision", scope="lab", schema=schema).open().dispose()
-    tag = uuid.uuid4().hex[:8]
-    group = {"read": f"imp_{tag}_read", "member": f"imp_{tag}_member", "lead": f"imp_{tag}_lead"}
-    logins = {"bob": f"bob_i_{tag}", "lena": f"lena_i_{tag}"}
-    setup_pg_roles(url, schema, lab_or_cluster="lab", readers_role=group["read"], members_role=group["member"],
-                   leads_role=group["lead"])
-    with psycopg.connect(url, autocommit=True) as conn:
-        for login, role in ((logins["bob"], group["member"]), (logins["lena"], group["lead"])):
-            conn.execute(f'CREATE ROLE "{login}" LOGIN')
-            conn.execute(f'GRANT "{role}" TO "{login}"')
-
-    def stack_of(login: str) -> StoreStack:
-        host = url.split("://", 1)[1].split("@", 1)[1]
-        user = Store(f"sqlite:///{tmp_path / login / 'user.db'}", name="user", scope="user")
-        user.open()
-        return StoreStack(user=user, labs=[Store(f"postgresql://{login}@{host}", name="vision", scope="lab",
-                                                 schema=schema)])
-
-    bob, lena = stack_of(logins["bob"]), stack_of(logins["lena"])
-    try:
+    with member_and_lead(pg_schema, tmp_path, "imp") as (bob, lena):
         path = write(tmp_path / "l.jsonl", exported_line(bob))
         with pytest.raises(PermissionDenied, match="only lab leads can import lessons with their status"):
             import_lessons(bob, path, scope="lab:vision", actor="bob", keep_status=True)
@@ -119,11 +93,3 @@ def test_real_postgresql_roles_member_imports_candidates_only_a_lead_keeps_statu
         assert import_lessons(lena, path, scope="lab:vision", actor="lena", keep_status=True)["updated"] == 1
         kept = show_lesson(lena, ID, "lab:vision")
         assert (kept["status"], kept["provenance"]["source"], kept["confirmations"]) == ("validated", "curated", 500)
-    finally:
-        for st in (bob, lena):
-            st.dispose()
-        with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-            for name in [*logins.values(), *group.values()]:
-                conn.execute(f'DROP OWNED BY "{name}" CASCADE')
-                conn.execute(f'DROP ROLE "{name}"')

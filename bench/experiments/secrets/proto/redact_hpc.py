@@ -1,4 +1,4 @@
-"""PROTOTYPE (research copy of /work/main/kb/safety/redact.py with issue-32 fixes; not the project file).
+"""PROTOTYPE (research copy of kb/safety/redact.py as of 7ecb60b with issue-32 fixes; not the project file).
 
 Remove credentials from log text before it is stored, shown or shared.
 
