@@ -2,7 +2,9 @@
 
 - ``normalise`` strips escape, control and zero-width characters, then redacts (``scrub``):
               the one way text enters a store or leaves hpcmem;
-- ``redact``  removes credentials from text before it is stored, shown or shared;
+- ``redact``  removes credentials from text before it is stored, shown or shared: gitleaks'
+              rules (``gitleaks_rules`` reads them from the installed wheel, ``gitleaks_scan``
+              applies them), then hpcmem's HPC rules;
 - ``lint``    flags fixes that weaken safeguards and text that reads as instructions;
 - ``trust``   the provenance label shown next to every recalled lesson.
 
