@@ -19,6 +19,7 @@ is answered, even one the SDK cannot parse (`_Answering`).
 import getpass
 from typing import Annotated, Any, Callable
 
+from hpcmem.cli._job_context import CONTEXT_OBJECT_DOC
 from hpcmem.cli._state import STATE
 
 # asyncio, logging and the SDK are imported when the server starts: this module is
@@ -46,7 +47,13 @@ Give `error` (the error text: a line, a traceback or the tail of the job log) or
 (a failed job hpcmem has recorded, e.g. from the Slurm epilog). Optional context
 (`partition`, `modules` as NAME/VERSION, `cluster`) ranks lessons written for the same setting first.
 
-Returns the recall document (schema 2.1, as `hpcmem recall --json`):
+Pass your job's `context` whenever you have it: {"script": <the job script's text>} or
+{"sbatch_args": "--mem=8G -p cpu"}, with "job_id" and "modules". The same error has different
+fixes in different jobs (an OOM at 8G vs 32G): a lesson whose fix your job already has, or that
+was learnt on another partition or GPU type, is then at most related, and `context_decided`
+says when the context chose the answer.
+
+Returns the recall document (schema 2.2, as `hpcmem recall --json`):
 - `matches`: stored lessons, best first. `band` "match" = this lesson applies to this failure
   (its `probability` is calibrated); "related" = similar, but something differs - read `differs`
   (e.g. your libcudart.so.12 vs the lesson's libcudart.so.11.0) before using any of it.
@@ -100,11 +107,14 @@ class Memory:
         return self._recaller
 
     def recall(self, *, error: str | None, job_id: str | None, partition: str | None, modules: list[str],
-               cluster: str | None, limit: int, include_expired: bool) -> dict[str, Any]:
+               cluster: str | None, limit: int, include_expired: bool, context: Any = None) -> dict[str, Any]:
         from hpcmem.cli.recall import drain_my_events
         from hpcmem.kb.errors import InputError
+        from hpcmem.cli._job_context import context_from_object
         from hpcmem.kb.recall.recaller import RecallQuery
 
+        context_job, facts = context_from_object(context)
+        job_id = job_id or context_job
         if not (error and error.strip()) and not job_id:
             raise InputError("give 'error' (the error text) or 'job_id'")
         if not 1 <= limit <= 50:
@@ -113,7 +123,8 @@ class Memory:
         recaller = self._get_recaller()
         recaller.warnings = self._base_warnings + drained
         result = recaller.recall(RecallQuery(text=error, job_id=job_id, partition=partition, modules=list(modules),
-                                             cluster=cluster, include_expired=include_expired, limit=limit))
+                                             cluster=cluster, include_expired=include_expired, limit=limit,
+                                             context=facts))
         result["notice"] = NOTICE
         return result
 
@@ -121,6 +132,12 @@ class Memory:
         from hpcmem.cli.recall import drain_my_events
         from hpcmem.kb.lessons.from_error import record
 
+        from hpcmem.cli._job_context import context_from_object
+
+        if not isinstance(kwargs.get("context"), (str, type(None))):  # the job's facts, not prose
+            context_job, kwargs["job_context"] = context_from_object(kwargs.pop("context"))
+            kwargs["context"] = None
+            kwargs["job_id"] = kwargs.get("job_id") or context_job
         drain_my_events(kwargs.get("job_id"))  # so a job the epilog just spooled is known
         cluster = kwargs.pop("cluster") or (STATE.config.get("cluster.name") if not kwargs.get("job_id") else None)
         return record(STATE.stack, author=getpass.getuser(), source="agent", cluster=cluster, **kwargs)
@@ -222,9 +239,10 @@ def build_server(memory: Memory | None = None):
         cluster: Annotated[str | None, Field(description="Cluster name (default: configured).")] = None,
         limit: Annotated[int, Field(description="At most this many lessons (1-50).")] = 5,
         include_expired: Annotated[bool, Field(description="Also show expired lessons.")] = False,
+        context: Annotated[dict[str, Any] | None, Field(description=CONTEXT_OBJECT_DOC)] = None,
     ) -> dict[str, Any]:
         return await run(memory.recall, error=error, job_id=job_id, partition=partition, modules=modules or [],
-                         cluster=cluster, limit=limit, include_expired=include_expired)
+                         cluster=cluster, limit=limit, include_expired=include_expired, context=context)
 
     @server.tool(name="record", description=RECORD_DOC)
     async def record(
@@ -237,7 +255,9 @@ def build_server(memory: Memory | None = None):
         partition: Annotated[str | None, Field(description="Partition the lesson applies to.")] = None,
         modules: Modules = None,
         cluster: Annotated[str | None, Field(description="Cluster the lesson applies to.")] = None,
-        context: Annotated[str | None, Field(description="What the job was doing.")] = None,
+        context: Annotated[str | dict[str, Any] | None,
+                           Field(description="What the job was doing, in words; or the job's facts as an object: "
+                                             + CONTEXT_OBJECT_DOC)] = None,
     ) -> dict[str, Any]:
         return await run(memory.record, cause=cause, fix=fix, error_text=error, job_id=job_id,
                          actions=list(actions or []), scope=scope, partition=partition, modules=list(modules or []),

@@ -10,6 +10,7 @@ from typing import Any, List, Optional
 import typer
 
 from hpcmem.cli._errors import EXIT_NOTHING_FOUND, EXIT_OK
+from hpcmem.cli._job_context import SBATCH_ARGS_HELP, SCRIPT_HELP, job_context
 from hpcmem.cli._output import emit_json, emit_jsonl, stdout
 from hpcmem.cli._state import STATE
 
@@ -25,6 +26,8 @@ def recall(
     partition: Optional[str] = typer.Option(None, "--partition", help="Your job's partition (boosts matching lessons)."),
     module: List[str] = typer.Option([], "--module", help="Modules your job loads, NAME/VERSION (repeatable)."),
     cluster: Optional[str] = typer.Option(None, "--cluster", help="Cluster name (default: configured)."),
+    script: Optional[Path] = typer.Option(None, "--script", help=SCRIPT_HELP),
+    sbatch_args: Optional[str] = typer.Option(None, "--sbatch-args", help=SBATCH_ARGS_HELP),
     include_expired: bool = typer.Option(False, "--include-expired", help="Also show expired lessons."),
     limit: int = typer.Option(5, "--limit", min=1, max=50, help="At most this many lessons."),
     no_model: bool = typer.Option(False, "--no-model", help="Never load the embedding model (exact, cached and lexical matches only)."),
@@ -42,7 +45,7 @@ def recall(
         raise InputError("--batch reads every query from its file; give no other error source")
     # The cluster filters a --job lookup only when given; otherwise the stored job's cluster wins.
     base = dict(partition=partition, modules=list(module), cluster=cluster,
-                include_expired=include_expired, limit=limit)
+                include_expired=include_expired, limit=limit, context=job_context(script, sbatch_args))
     warnings = drain_my_events(job)
     recaller = Recaller(STATE.stack, STATE.config, allow_model=not no_model)
     recaller.warnings.extend(warnings)
@@ -135,7 +138,7 @@ def _run_batch(recaller, path: Path, base: dict[str, Any]) -> int:
 
 
 # What a batch line may hold; the types are the MCP recall tool's.
-_BATCH_FIELDS = ("id", "error", "job_id", "partition", "modules", "cluster", "limit", "include_expired")
+_BATCH_FIELDS = ("id", "error", "job_id", "partition", "modules", "cluster", "limit", "include_expired", "context")
 
 
 def _json_line(line: str) -> dict[str, Any]:
@@ -188,8 +191,11 @@ def _batch_query(item: dict[str, Any], base: dict[str, Any], qid: Any):
         raise InputError(f"'include_expired' must be true or false, not {_json_type(expired)}")
     if not text["error"] and not text["job_id"]:
         raise InputError("each line needs 'error' or 'job_id'")
+    from hpcmem.kb.jobs.context import clean_context, merge_contexts
+
+    context = merge_contexts(clean_context(item.get("context"), where="'context'"), base["context"])
     return RecallQuery(
-        text=text["error"], job_id=text["job_id"], id=qid, limit=limit, include_expired=expired,
+        text=text["error"], job_id=text["job_id"], id=qid, limit=limit, include_expired=expired, context=context,
         partition=text["partition"] or base["partition"], cluster=text["cluster"] or base["cluster"],
         modules=[as_text(m) for m in modules] if modules is not None else list(base["modules"]),
     )
@@ -232,6 +238,8 @@ def _render(result: dict[str, Any]) -> None:
     q = result["query"]
     seen = result["seen_before"]
     stdout.print(Text(f"{q['category']}  ", style="bold") + Text(q["template"], style="dim"))
+    if result.get("context_decided"):
+        stdout.print(Text("Your job's context decided between the lessons below.", style="dim"))
     if result["abstained"]:
         related = " (related lessons below differ from it)" if result["matches"] else ""
         stdout.print(Text(f"No stored lesson matches this failure{related}.", style="yellow"))
@@ -240,8 +248,16 @@ def _render(result: dict[str, Any]) -> None:
         if m["actions"]:
             lines.append(Text("Do:    ", style="bold") + Text("; ".join(describe_action(a) for a in m["actions"])))
         for d in m["differs"]:
+            if d["kind"] == "context":  # the job's facts
+                lines.append(Text(f"Differs: your job's {d['field']} {d['query']}, the lesson's {d['lesson']}",
+                                  style="yellow"))
+                continue
             note = " (its fix depends on it)" if d["matters"] else ""
             lines.append(Text(f"Differs: yours {d['query']}, the lesson's {d['lesson']}{note}", style="yellow"))
+        for reason in m.get("inapplicable", []):
+            lines.append(Text(f"Not for this job: {reason}", style="yellow"))
+        if m.get("context_agrees"):
+            lines.append(Text("Same job facts: " + ", ".join(m["context_agrees"]), style="dim"))
         if m["tied_with"]:
             lines.append(Text(f"Tied:  scores exactly like {', '.join(m['tied_with'])}, which prescribe(s) another fix; "
                               "the text cannot choose, so none is applied", style="yellow"))

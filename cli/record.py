@@ -9,6 +9,7 @@ from typing import List, Optional
 
 import typer
 
+from hpcmem.cli._job_context import SBATCH_ARGS_HELP, SCRIPT_HELP, job_context
 from hpcmem.cli._output import emit_json, stdout
 from hpcmem.cli._state import STATE
 
@@ -25,6 +26,8 @@ def record(
     module: List[str] = typer.Option([], "--module", help="Module NAME/VERSION the lesson depends on (repeatable)."),
     cluster: Optional[str] = typer.Option(None, "--cluster", help="Cluster the lesson applies to (default: configured cluster)."),
     context: Optional[str] = typer.Option(None, "--context", help="What the job was doing."),
+    script: Optional[Path] = typer.Option(None, "--script", help=SCRIPT_HELP),
+    sbatch_args: Optional[str] = typer.Option(None, "--sbatch-args", help=SBATCH_ARGS_HELP),
     source: Optional[str] = typer.Option(None, "--source", help="agent or human (default: agent unless stdin is a terminal)."),
     valid_until: Optional[str] = typer.Option(None, "--valid-until", help="Date (YYYY-MM-DD, later than today) on which the lesson expires, at 00:00 UTC."),
     json_: bool = typer.Option(False, "--json", help="Print the new lesson as JSON."),
@@ -45,7 +48,7 @@ def record(
         STATE.stack, cause=cause, fix=fix, author=getpass.getuser(), source=chosen_source, error_text=text,
         job_id=job, actions=action, scope=scope, partition=partition, modules=module,
         cluster=cluster or (STATE.config.get("cluster.name") if not job else None), context=context,
-        valid_until=_date(valid_until),
+        valid_until=_date(valid_until), job_context=job_context(script, sbatch_args),
     )
     if scope != "user":
         from hpcmem.cli.lessons import embed_in_shared

@@ -13,9 +13,73 @@ that judge by it share one definition.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
+
+from hpcmem.kb.errors import InputError
+
+# The context a failure or a lesson is born with: one flat JSON object, the same keys
+# wherever it comes from (``kb/jobs/request.py`` reads scripts, sbatch arguments, submit
+# lines, stored jobs and job environments into it). Sizes in MiB, times in seconds.
+FIELDS: dict[str, type] = {
+    # the request
+    "partition": str, "account": str, "qos": str, "mem_mb": float, "mem_per_cpu_mb": float, "cpus": int,
+    "gpus": int, "gres": list, "nodes": int, "time_limit_s": int, "constraint": str,
+    # what the job used
+    "max_rss_mb": float, "elapsed_s": int, "exit_code": int, "signal": int, "state": str,
+    # the software stack
+    "modules": list, "conda_env": str, "venv": str, "python": str, "packages": dict,
+    # the program
+    "command": str, "script_sha256": str, "workdir": str, "launcher": str, "job_name": str,
+}
+_MAX_TEXT = 512
+_MAX_ITEMS = 256
+
+
+def clean_context(raw: Any, *, where: str = "context") -> dict[str, Any]:
+    """A context dict with known keys and sane values only; ``InputError`` for a value of
+    the wrong type (an agent's ``context`` object is input to check, not to guess at).
+    Unknown keys and empty values are dropped; numbers must be finite and not negative."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise InputError(f"{where} must be an object of job facts")
+    out: dict[str, Any] = {}
+    for key, value in raw.items():
+        kind = FIELDS.get(key)
+        if kind is None or value is None or value == "" or value == [] or value == {}:
+            continue
+        if kind is float or kind is int:
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+                raise InputError(f"{where}.{key} must be a non-negative number, not {value!r}"[:200])
+            out[key] = float(value) if kind is float else int(value)
+        elif kind is str:
+            if not isinstance(value, str):
+                raise InputError(f"{where}.{key} must be text")
+            out[key] = value.strip()[:_MAX_TEXT]
+        elif kind is list:
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise InputError(f"{where}.{key} must be a list of text")
+            out[key] = [v.strip()[:_MAX_TEXT] for v in value if v.strip()][:_MAX_ITEMS]
+        else:  # packages: name -> version
+            if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str)
+                                                      for k, v in value.items()):
+                raise InputError(f"{where}.{key} must map package names to versions")
+            out[key] = {k[:_MAX_TEXT]: v[:_MAX_TEXT] for k, v in list(value.items())[:_MAX_ITEMS]}
+    return {k: v for k, v in out.items() if v not in ("", [], {})}
+
+
+def merge_contexts(*contexts: dict[str, Any] | None) -> dict[str, Any]:
+    """One context from several sources; the first that gives a key wins (pass the most
+    direct source first: what the caller said, then the script, then the stored job)."""
+    out: dict[str, Any] = {}
+    for ctx in contexts:
+        for key, value in (ctx or {}).items():
+            if value is not None and value != [] and key not in out:
+                out[key] = value
+    return out
 
 
 @dataclass(frozen=True)

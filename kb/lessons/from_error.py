@@ -55,6 +55,7 @@ def record(
     cluster: str | None = None,
     context: str | None = None,
     valid_until: dt.datetime | None = None,
+    job_context: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     if bool(error_text) + bool(job_id) == 0:
         raise InputError("give the error: --error TEXT, --error-file FILE or --job ID")
@@ -72,6 +73,7 @@ def record(
         partition = partition or occ.partition
         modules = list(modules) or list(occ.modules or [])
         cluster = cluster or occ.cluster
+        job_context = _with_job_facts(job_context, occ)
         # occurrence ids are local to a store; elsewhere the job id is the evidence
         same_store = occ_store is stack.by_scope(scope)
         evidence.append({"kind": "occurrence", "job_id": occ.job_id, "occurrence_id": occ.id if same_store else None})
@@ -92,7 +94,22 @@ def record(
         source=source, author=author, context=context, actions=[parse_action(a) for a in actions],
         conditions=conditions, scope=kind, scope_name=name or (target.name if kind == "lab" else None),
         valid_until=valid_until, evidence=evidence, excerpt=error_excerpt(text),
+        job_context=_with_flags(job_context, partition, modules),
     )
     if target is not stack.user:
         target.check_exists()  # record_lesson creates or migrates only what exists
     return record_lesson(target, draft, actor=author)
+
+
+def _with_job_facts(given: dict[str, Any] | None, occ: Any) -> dict[str, Any]:
+    """What the caller said first, then the stored job's own facts."""
+    from hpcmem.kb.jobs.context import merge_contexts
+    from hpcmem.kb.jobs.request import OCCURRENCE_FIELDS, from_occurrence
+
+    return merge_contexts(given, from_occurrence({name: getattr(occ, name, None) for name in OCCURRENCE_FIELDS}))
+
+
+def _with_flags(given: dict[str, Any] | None, partition: str | None, modules: Any) -> dict[str, Any]:
+    from hpcmem.kb.jobs.context import merge_contexts
+
+    return merge_contexts(given, {"partition": partition, "modules": list(modules) or None})

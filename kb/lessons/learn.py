@@ -494,6 +494,16 @@ def parse_partition_limit(condition: dict[str, Any] | Condition) -> tuple[str, s
 # --------------------------------------------------------------------------- the sweep
 
 
+def _job_context(job: "_Job") -> dict[str, Any]:
+    """The failed job's facts, which the lesson was born with (recall weighs a new job's
+    request against them: an OOM at 8G and one at 32G need different fixes)."""
+    from hpcmem.kb.jobs.request import from_occurrence
+
+    facts = {name: getattr(job, name) for name in _Job.__slots__}
+    facts["exit_code"] = job.exit_code
+    return from_occurrence(facts)
+
+
 @dataclass(slots=True)
 class _Job:
     cluster: str
@@ -1003,6 +1013,7 @@ def learn_from_history(store: Store, *, window_hours: float = DEFAULT_WINDOW_HOU
             conditions=_conditions(pair, plan.actions), scope=store.scope,
             scope_name=failed.user_name if store.scope == "user" else store.name,
             confidence=SPECIFIC_CONFIDENCE if plan.specific else GENERIC_CONFIDENCE, evidence=_evidence(pair),
+            job_context=_job_context(failed),
         )
         lesson = record_lesson(store, draft, actor=actor)
         by_key[key] = lesson["lesson_id"]

@@ -90,6 +90,8 @@ class LessonDraft:
     evidence: list[dict[str, Any]] = field(default_factory=list)  # {kind, occurrence_id?, job_id?, note?}
     excerpt: str | None = None  # masked excerpt of the error (signatures.excerpt_template)
     aliases: list[dict[str, Any]] = field(default_factory=list)  # {fingerprint, template, category, excerpt, source}
+    # The job facts the lesson was born with (kb/jobs/context.FIELDS); recall weighs them.
+    job_context: dict[str, Any] = field(default_factory=dict)
 
 
 def clean_text(text: str | None, limit: int = MAX_TEXT) -> str | None:
@@ -157,6 +159,15 @@ def merge_conditions(given: list[Condition], implied: list[Condition]) -> list[C
             seen.add((cond.kind, cond.name))
             merged.append(cond)
     return merged
+
+
+def stored_context(context: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A job context as a store keeps it: known keys, checked values, secrets scrubbed
+    (a working directory or a command line can carry a token like any other text)."""
+    from hpcmem.kb.jobs.context import clean_context
+
+    cleaned = clean_context(context)
+    return scrub_value(cleaned)[0] if cleaned else None
 
 
 def utcnow() -> dt.datetime:  # as kb.store.column_types.utcnow, without importing SQLAlchemy
@@ -229,6 +240,7 @@ def record_lesson(store: Store, draft: LessonDraft, *, actor: str) -> dict[str, 
         # The fingerprint stays the one computed from the redacted raw text, as recall computes
         # it: sanitising before fingerprinting would make the same raw text miss its lesson.
         excerpt=clean_text(draft.excerpt, MAX_EXCERPT),
+        job_context=stored_context(draft.job_context),
     )
     lesson.aliases = [SimpleNamespace(fingerprint=a["fingerprint"], template=clean_text(a["template"], MAX_TEMPLATE),
                                       category=a["category"], excerpt=clean_text(a.get("excerpt"), MAX_EXCERPT),
@@ -269,7 +281,8 @@ def _insert_lesson(sql: SqlWriter, lesson: SimpleNamespace, signature_id: int) -
     from hpcmem.kb.store.reader import LESSON_COLUMNS  # every column of models.Lesson
 
     values = {c: getattr(lesson, c) for c in LESSON_COLUMNS if c != "signature_id"}
-    sql.insert("lessons", {"signature_id": signature_id, **values}, json_columns=("actions", "safety_flags"))
+    sql.insert("lessons", {"signature_id": signature_id, **values},
+               json_columns=("actions", "safety_flags", "job_context"))
     for alias in lesson.aliases:
         sql.insert("lesson_aliases", {"lesson_id": lesson.id, **vars(alias)})
     for cond in lesson.conditions:
@@ -311,6 +324,7 @@ def lesson_to_dict(lesson: Lesson | SimpleNamespace, sig: Signature | SimpleName
         },
         "valid_until": lesson.valid_until.isoformat() if lesson.valid_until else None,
         "excerpt": lesson.excerpt,
+        "job_context": dict(getattr(lesson, "job_context", None) or {}),
         "aliases": [
             {"fingerprint": a.fingerprint, "template": a.template, "category": a.category, "source": a.source,
              "created_at": a.created_at.isoformat() if a.created_at else None}

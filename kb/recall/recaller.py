@@ -31,13 +31,13 @@ from typing import Any, Callable
 
 from hpcmem.kb.errors import InputError, NotFound
 from hpcmem.kb.store.reader import StoreReader
-from hpcmem.kb.safety.redact import redact_text
 from hpcmem.kb.recall.scoring import Evidence, Probe, Variant, describe, judge, load_model, with_match_probability
 from hpcmem.kb.signatures.rules_digest import warn_if_stale
+from hpcmem.kb.safety.redact import redact_text
 from hpcmem.kb.signatures.fingerprint import CONTENTLESS, FailureSignature, fingerprint, has_content, words
 from hpcmem.kb.safety.trust import trust_level
 
-RECALL_SCHEMA_VERSION = "2.1"
+RECALL_SCHEMA_VERSION = "2.2"
 
 SCOPE_ORDER = {"user": 0, "lab": 1, "cluster": 2}
 # Order among lessons that apply equally well: own store first, validated and confirmed first.
@@ -59,6 +59,9 @@ class RecallQuery:
     include_expired: bool = False
     limit: int = 5
     id: Any = None
+    # The job's facts (kb/jobs/context.FIELDS) from --script, --sbatch-args, MCP's context
+    # object; completed from the stored job (--job) and a pasted `sbatch` line.
+    context: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -80,6 +83,15 @@ class Candidate:
     def describe(self, probe: Probe, model, *, with_vectors: bool) -> Evidence:
         self.evidence = describe(probe, self.variants, self.lesson["fix"], self.lesson.get("actions") or [],
                                  model, with_vectors=with_vectors, cause_vector=self.cause_vector)
+        if probe.context:
+            from hpcmem.kb.recall.context_match import compare
+
+            category = self.lesson.get("category") or "unknown"
+            self.evidence.context = compare(
+                probe.context, self.lesson.get("job_context") or {}, actions=self.lesson.get("actions") or [],
+                conditions=self.lesson.get("conditions") or [],
+                category=category if category != "unknown" else probe.signature.category,
+                weights=model.context_weights)
         return self.evidence
 
 
@@ -190,6 +202,9 @@ class Recaller:
         """
         if query.job_id is None:
             return query.text or "", query, None
+        from hpcmem.kb.jobs.context import merge_contexts
+        from hpcmem.kb.jobs.request import from_occurrence
+
         for reader in self.readers:
             occ = reader.occurrence_for_job(query.job_id, query.cluster)
             if occ is not None:
@@ -197,6 +212,7 @@ class Recaller:
                     query, partition=query.partition or occ.get("partition"),
                     modules=list(query.modules or occ.get("modules") or []),
                     cluster=query.cluster or occ.get("cluster"),
+                    context=merge_contexts(query.context, from_occurrence(occ)),
                 )
                 text = occ.get("log_excerpt") or occ.get("message") or ""
                 if query.text:
@@ -214,6 +230,7 @@ class Recaller:
             raise InputError(CONTENTLESS)
         sig = fingerprint(text)
         probe = Probe.of(text, sig)
+        probe.context = query_context(query, text)
         candidates, stages = self.candidates(probe, query)
         ranked = unresolved_ties(self._rank(candidates, query))
         shown = [c for c in ranked if c.evidence.band is not None][: query.limit]
@@ -223,8 +240,9 @@ class Recaller:
             "schema_version": RECALL_SCHEMA_VERSION,
             "query": {"fingerprint": sig.fingerprint, "template": sig.template, "category": sig.category,
                       "job_id": query.job_id, "partition": query.partition, "modules": query.modules,
-                      "cluster": query.cluster},
+                      "cluster": query.cluster, "context": probe.context},
             "matches": matches,
+            "context_decided": context_decided(ranked, shown),
             "advice": self._advice(sig, text, occurrence),
             "abstained": not any(m["band"] == "match" for m in matches),
             "seen_before": self._seen_before(sig),
@@ -500,12 +518,17 @@ class Recaller:
             "found_by": c.found_by,
             "matched_fingerprint": ev.variant.fingerprint,
             "matched_alias": ev.variant.fingerprint != lesson["fingerprint"],
-            "differs": [d.as_dict() for d in ev.comparison.differences],
+            "differs": [d.as_dict() for d in ev.comparison.differences]
+                       + (ev.context.differs if ev.context is not None else []),
+            "inapplicable": list(ev.context.inapplicable) if ev.context is not None else [],
+            "context_agrees": list(ev.context.agree) if ev.context is not None else [],
+            "text_probability": round(ev.text_probability, 4),
             "tied_with": list(c.tied_with),
             "signals": {k: round(v, 4) for k, v in ev.features.items()},
             "cause": lesson["cause"],
             "fix": lesson["fix"],
             "context": lesson.get("context"),
+            "job_context": lesson.get("job_context") or {},
             "actions": lesson.get("actions") or [],
             "status": lesson["status"],
             "stale_reasons": stale,
@@ -523,6 +546,40 @@ class Recaller:
                 "evidence": lesson.get("evidence", []),
             },
         }
+
+
+def query_context(query: RecallQuery, text: str) -> dict[str, Any]:
+    """The query job's facts: what the caller gave, then --partition/--module, then a
+    ``sbatch`` command line pasted with the error."""
+    from hpcmem.kb.jobs.context import merge_contexts
+    from hpcmem.kb.jobs.request import from_pasted_text
+
+    flags = {"partition": query.partition, "modules": list(query.modules) or None}
+    pasted = from_pasted_text(text) if "sbatch" in text else {}
+    return {k: v for k, v in merge_contexts(query.context, flags, pasted).items() if v is not None}
+
+
+def context_decided(ranked: list[Candidate], shown: list[Candidate]) -> bool:
+    """Whether the job's context changed the answer: another lesson (or none) applied than
+    the text alone would apply, or a shown lesson in another band."""
+    if not any(c.evidence.context is not None and c.evidence.context.decided for c in ranked):
+        return False
+    answer = next((c for c in shown if c.evidence.band == "match"), None)
+    return answer is not _text_answer(ranked) or any(c.evidence.band != c.evidence.text_band for c in shown
+                                                     if not c.tied_with)
+
+
+def _text_answer(ranked: list[Candidate]) -> Candidate | None:
+    """The lesson the text alone would apply: the most probable of the text's match band,
+    none when the first two tie but prescribe different fixes (as ``unresolved_ties``)."""
+    matching = sorted((c for c in ranked if c.evidence.text_band == "match"),
+                      key=lambda c: -c.evidence.text_probability)
+    if not matching:
+        return None
+    if (len(matching) > 1 and matching[1].evidence.text_probability == matching[0].evidence.text_probability
+            and " ".join(matching[0].lesson["fix"].split()) != " ".join(matching[1].lesson["fix"].split())):
+        return None
+    return matching[0]
 
 
 def _in_force(lesson: dict[str, Any], query: RecallQuery) -> bool:

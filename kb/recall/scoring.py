@@ -50,6 +50,11 @@ exact-match fast path and ``--no-model``. Bands:
 - **match** (probability >= ``bands.match``): apply it;
 - **related** (>= ``bands.related``): shown with what differs, never applied silently.
 
+The query job's context (``kb/recall/context_match.py``) moves the probability in log-odds:
+fields that agree raise it, fields that differ lower it. A lesson whose fix the job already
+satisfies, or whose cause depends on a partition or GPU type the job lacks, is at most
+*related*, with the reason.
+
 A lesson whose fix names a token that differs from the query's (``conflict_matters``) is at
 most *related*, whatever its probability: its fix is about another library or version. It
 is *related* whenever it would match without the difference: never a silent veto.
@@ -113,6 +118,9 @@ class RecallModel:
     # excerpt length in distinct words, and the usual k1 and b; "rel_floor" (when given) is
     # the least sum ``lex_shared_rel`` divides by.
     bm25: dict[str, float] = field(default_factory=lambda: dict(BM25_DEFAULTS))
+    # Log-odds weights of the job context's agreements and differences (``context_match``'s
+    # DEFAULT_WEIGHTS when the model file gives none).
+    context_weights: dict[str, float] = field(default_factory=dict)
 
     def weight(self, word: str) -> float:
         return self.idf.get(word, self.idf_default)
@@ -134,6 +142,7 @@ def load_model(path: str = MODEL_PATH) -> RecallModel:
         idf=idf, idf_default=_idf(n, 0), meta=data.get("fitted_on", {}),
         lone_margin=_per_model(data.get("lone_margin", {})), margin_cap=_per_model(data.get("margin_cap", {})),
         bm25=BM25_DEFAULTS | {k: float(v) for k, v in data.get("bm25", {}).items()},
+        context_weights={k: float(v) for k, v in data.get("context", {}).items()},
     )
 
 
@@ -168,6 +177,7 @@ class Probe:
     decisive_words: frozenset[str]
     tokens: tuple[FixToken, ...]
     vectors: dict[str, Any] = field(default_factory=dict)  # "decisive" / "excerpt" -> unit vector
+    context: dict[str, Any] = field(default_factory=dict)  # the query job's facts (kb/jobs/context.py)
 
     @classmethod
     def of(cls, text: str, signature: FailureSignature) -> "Probe":
@@ -202,6 +212,12 @@ class Evidence:
     band: str | None  # "match" | "related" | None (dropped)
     comparison: Comparison
     variant: Variant
+    # How the query job's context bears on the lesson (``kb/recall/context_match.py``);
+    # None when the query carries no context.
+    context: Any = None
+    # The same judgement from the text alone: recall says when the context decided.
+    text_probability: float = 0.0
+    text_band: str | None = None
 
 
 def _overlap(a: frozenset[str], b: frozenset[str], model: RecallModel) -> float:
@@ -322,13 +338,31 @@ def judge(evidence: list[Evidence], model: RecallModel | None = None, *, with_ve
                  model.lone_margin.get(which, {}), with_vectors=with_vectors, cap=model.margin_cap.get(which),
                  shared_floor=model.bm25.get("rel_floor", 0.0))
     for e in evidence:
-        e.probability = linear.probability(e.features)
-        e.band = band(e.probability, e.comparison, model)
-        if e.band is None and e.comparison.conflicts_that_matter:
-            # Never a silent veto: a lesson that would match but for a difference its fix
-            # depends on is shown as related, with that difference spelled out.
-            if linear.probability({**e.features, **_NO_CONFLICT}) >= model.match:
-                e.band = "related"
+        e.text_probability, e.text_band = _judged(e, linear, model, None)
+        if e.context is None:
+            e.probability, e.band = e.text_probability, e.text_band
+        else:
+            e.probability, e.band = _judged(e, linear, model, e.context)
+
+
+def _judged(e: Evidence, linear: LinearModel, model: RecallModel, context: Any) -> tuple[float, str | None]:
+    """(probability, band) of one candidate, with the job's context as evidence or without."""
+    # The job's context is evidence too: agreement and difference move the log-odds.
+    adjust = context.adjust if context is not None else (lambda p: p)
+    text_only = linear.probability(e.features)
+    probability = adjust(text_only)
+    found = band(probability, e.comparison, model)
+    if found is None and e.comparison.conflicts_that_matter:
+        # Never a silent veto: a lesson that would match but for a difference its fix
+        # depends on is shown as related, with that difference spelled out.
+        if adjust(linear.probability({**e.features, **_NO_CONFLICT})) >= model.match:
+            found = "related"
+    if context is not None and context.inapplicable:
+        # The job already has what the fix asks for, or lacks what the cause depends on:
+        # at most related, with the reasons; related whenever the text alone would match.
+        if found == "match" or (found is None and text_only >= model.match):
+            found = "related"
+    return probability, found
 
 
 def band(probability: float, comparison: Comparison, model: RecallModel) -> str | None:

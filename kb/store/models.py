@@ -121,6 +121,9 @@ class Occurrence(Base):
     work_dir: Mapped[str | None] = mapped_column(Text)
     submit_line: Mapped[str | None] = mapped_column(Text)
     modules: Mapped[list[Any] | None] = mapped_column()
+    # The rest of the job's context (kb/jobs/context.FIELDS) that has no column above: GPUs,
+    # per-CPU memory, the software stack, the program. Migration 0008.
+    job_context: Mapped[dict[str, Any] | None] = mapped_column()
     message: Mapped[str | None] = mapped_column(Text)
     log_excerpt: Mapped[str | None] = mapped_column(Text)
     log_path: Mapped[str | None] = mapped_column(Text)
@@ -178,7 +181,10 @@ class Lesson(Base):
     fingerprint: Mapped[str] = mapped_column(String(64))
     scope: Mapped[str] = mapped_column(String(16))
     scope_name: Mapped[str | None] = mapped_column(String(64))
-    context: Mapped[str | None] = mapped_column(Text)
+    context: Mapped[str | None] = mapped_column(Text)  # prose: where the lesson holds
+    # The job facts the lesson was born with (kb/jobs/context.FIELDS: request, usage, stack,
+    # program); recall weighs a new job's facts against them. Migration 0008.
+    job_context: Mapped[dict[str, Any] | None] = mapped_column()
     cause: Mapped[str] = mapped_column(Text)
     fix: Mapped[str] = mapped_column(Text)
     # The (redacted) error text the lesson was recorded from: recall compares a new failure

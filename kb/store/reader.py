@@ -21,18 +21,19 @@ from hpcmem.kb.store.schema_version import SCHEMA_HEAD
 LESSON_COLUMNS = (
     "id", "signature_id", "fingerprint", "scope", "scope_name", "context", "cause", "fix", "excerpt", "actions", "status",
     "status_reason", "confidence", "confirmations", "contradictions", "source", "author", "safety_flags",
-    "created_at", "updated_at", "last_confirmed_at", "valid_until", "previous_status",
+    "created_at", "updated_at", "last_confirmed_at", "valid_until", "previous_status", "job_context",
 )
 SIGNATURE_COLUMNS = ("id", "fingerprint", "category", "template", "first_seen", "last_seen", "count")
 # What recall's advice reads about a stored failure (a subset: the rest is never shown).
 OCCURRENCE_COLUMNS = (
     "id", "signature_id", "cluster", "job_id", "job_name", "user_name", "account", "partition", "state", "exit_code",
     "exit_signal", "failed_step", "req_mem_mb", "req_cpus", "req_time_s", "req_gres", "max_rss_mb", "elapsed_s",
-    "work_dir", "submit_line", "modules", "message", "log_excerpt", "end_time",
+    "work_dir", "submit_line", "modules", "message", "log_excerpt", "end_time", "qos", "req_nodes", "constraints",
+    "job_context",
 )
 # These lists are checked against kb/store/models.py by tests/kb/store/test_reader_columns.py, so a
 # column added to or dropped from the models cannot silently go missing from recall.
-_JSON_COLUMNS = ("actions", "safety_flags")
+_JSON_COLUMNS = ("actions", "safety_flags", "job_context")
 _TIME_COLUMNS = ("created_at", "updated_at", "last_confirmed_at", "valid_until", "first_seen", "last_seen")
 
 
@@ -285,8 +286,9 @@ class StoreReader:
         if not rows:
             return None
         record = dict(zip(columns, rows[0]))
-        if isinstance(record["modules"], str):
-            record["modules"] = json.loads(record["modules"])
+        for key in ("modules", "job_context"):
+            if isinstance(record[key], str):
+                record[key] = json.loads(record[key])
         return record
 
     def lesson_signatures_without_vectors(self, model_id: str) -> int:

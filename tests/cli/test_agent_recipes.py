@@ -31,7 +31,7 @@ def launch_and_list_tools(command: str, args: list[str], env: dict[str, str], ho
                 tools = {t.name for t in (await session.list_tools()).tools}
                 result = await session.call_tool("recall", {"error": "slurmstepd: error: *** JOB 7 ON cn3 CANCELLED "
                                                             "AT 2026-11-30T10:00:00 DUE TO TIME LIMIT ***"})
-                assert not result.is_error and result.structured_content["schema_version"] == "2.1"
+                assert not result.is_error and result.structured_content["schema_version"] == "2.2"
                 return tools
 
     return asyncio.run(run())

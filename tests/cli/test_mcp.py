@@ -58,7 +58,7 @@ def test_agent_session_record_recall_feedback_abstain_and_errors(hpcmem_home):
         found = await s.call_tool("recall", {"error": CUDNN_VARIANT})
         assert not found.is_error, found.content
         doc = found.structured_content
-        assert doc["schema_version"] == "2.1" and doc["abstained"] is False
+        assert doc["schema_version"] == "2.2" and doc["abstained"] is False
         top = doc["matches"][0]
         assert top["lesson_id"] == lesson["lesson_id"] and top["band"] == "match" and top["match_kind"] == "similar"
         assert doc["query"]["fingerprint"] != lesson["fingerprint"]

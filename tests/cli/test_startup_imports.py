@@ -11,6 +11,7 @@ import sys
 
 import pytest
 
+from hpcmem.kb.store.schema_version import SCHEMA_HEAD
 from tests.cli.helpers import run_hpcmem
 
 # Run the installed entry point and report every module imported by the end.
@@ -71,7 +72,7 @@ def test_recall_before_the_first_write_creates_no_store_and_no_orm_after_the_fir
     assert again.returncode == 1 and json.loads(again.stdout)["abstained"], again.stderr
     assert offenders(modules, ("sqlalchemy", "alembic") + OTHER_COMMANDS) == []  # no migration, no ORM
     assert not (hpcmem_home / "data" / "user.db").exists()
-    assert [p.name for p in (hpcmem_home / "cache" / "empty-store").iterdir()] == ["0007.db"]
+    assert [p.name for p in (hpcmem_home / "cache" / "empty-store").iterdir()] == [f"{SCHEMA_HEAD}.db"]
 
 
 def test_fingerprint_imports_nothing_heavy():

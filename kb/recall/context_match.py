@@ -1,0 +1,244 @@
+"""Context as evidence: does a stored lesson's job look like the new one, and can its fix
+still help?
+
+The same message has different causes in different jobs (an OOM at 8G and at 32G share a
+fingerprint; ``Requested node configuration is not available`` is memory, CPUs or GPUs), so
+recall compares the query's job context with the context the lesson was born with
+(``kb/jobs/context.FIELDS``). Only the fields that matter to the lesson count:
+
+- the fields its fix changes (``--mem`` -> memory, ``module load`` -> modules, ``-p`` -> partition);
+- the fields its failure category depends on (``RELEVANT``: an OOM depends on memory, a
+  rejected GRES request on the GPUs asked for);
+- the same script (digest) or program, which says it is the same job.
+
+Each counted field either *agrees* or *differs* (``{"field": "mem", "query": "32G", "lesson":
+"8G"}``); a field one side does not know is no evidence either way. Agreement and difference
+move the probability in log-odds (``ContextVerdict.adjust``), so they move the band too.
+
+Some facts make a lesson *inapplicable*: it is then at most related, with the reason.
+
+- the job already satisfies the fix: ``--mem=32G`` for a job that asked 32G or more; a longer
+  time limit, more CPUs, the partition, a module it already has loaded;
+- the lesson's cause depends on a partition or GPU type (a ``partition`` condition, a GPU
+  type in a GPU failure's context) that the job does not have.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from hpcmem.kb.slurm_units import format_time_limit, parse_duration, parse_size_mb
+
+# sbatch option of a fix -> the context field it sets, and how to read its value
+_OPTION_FIELD = {
+    "--mem": ("mem_mb", "size"), "--mem-per-cpu": ("mem_per_cpu_mb", "size"), "--time": ("time_limit_s", "time"),
+    "--cpus-per-task": ("cpus", "count"), "--ntasks": ("cpus", "count"), "--nodes": ("nodes", "count"),
+    "--partition": ("partition", "text"), "--qos": ("qos", "text"), "--account": ("account", "text"),
+    "--gres": ("gres", "gres"), "--gpus": ("gpus", "count"), "--gpus-per-node": ("gpus", "count"),
+    "--constraint": ("constraint", "text"),
+}
+_SUBMISSION = ("partition", "account", "qos")
+_REQUEST = ("mem_mb", "mem_per_cpu_mb", "cpus", "gpus", "gres", "partition")
+_STACK = ("modules", "conda_env", "venv", "python")
+# failure category (kb/signatures/categories.toml) -> the context fields its cause depends on
+RELEVANT: dict[str, tuple[str, ...]] = {
+    "host_oom": ("mem_mb", "mem_per_cpu_mb"), "host_oom_killed": ("mem_mb", "mem_per_cpu_mb"),
+    "host_oom_worker_killed": ("mem_mb", "mem_per_cpu_mb"), "jvm_out_of_memory": ("mem_mb",),
+    "time_limit": ("time_limit_s",), "deadline": ("time_limit_s",),
+    "memory_request_too_large": _REQUEST, "cpu_request_too_large": _REQUEST, "invalid_gres": _REQUEST,
+    "submission_rejected": _REQUEST + ("account", "qos", "time_limit_s"),
+    "time_limit_exceeds_partition": ("time_limit_s", "partition", "qos"),
+    "invalid_partition": _SUBMISSION, "invalid_partition_unnamed": _SUBMISSION,
+    "partition_access_denied": _SUBMISSION, "invalid_account": _SUBMISSION, "invalid_qos": _SUBMISSION,
+    "qos_limit_exceeded": _SUBMISSION + ("time_limit_s",), "qos_policy_violation": _SUBMISSION + ("time_limit_s",),
+    "cuda_oom": ("gpus", "gres", "partition"), "gpu_unavailable": ("gpus", "gres", "partition"),
+    "cuda_arch_mismatch": ("gres", "partition", "modules"), "cuda_error": ("gres", "partition", "modules"),
+    "glibc_version_not_found": _STACK, "symbol_version_not_found": _STACK, "missing_shared_library": _STACK,
+    "undefined_symbol": _STACK, "lmod_not_available": ("modules", "partition"),
+    "module_not_loadable": ("modules", "partition"), "unknown_module": ("modules", "partition"),
+    "python_import_error": _STACK, "illegal_instruction": ("partition", "constraint", "modules"),
+    "nccl_error": ("modules", "gpus", "nodes", "launcher"), "mpi_error": ("modules", "launcher", "nodes"),
+    "pmix_error": ("modules", "launcher"), "ucx_error": ("modules", "launcher"),
+}
+_GPU_CATEGORIES = frozenset({"cuda_oom", "gpu_unavailable", "cuda_arch_mismatch", "cuda_error", "invalid_gres",
+                             "nccl_error"})
+# Log-odds each counted field moves the probability by (``recall_model.json`` "context"
+# overrides them). A field the fix changes says more than one the category depends on; the
+# same script says the job is the one the lesson was learnt from.
+DEFAULT_WEIGHTS = {"agree_fix": 1.0, "differs_fix": 1.0, "agree_relevant": 0.5, "differs_relevant": 0.5,
+                   "same_script": 0.75, "same_command": 0.25, "most": 2.5}
+
+
+@dataclass
+class ContextVerdict:
+    agree: list[str] = field(default_factory=list)
+    differs: list[dict[str, Any]] = field(default_factory=list)
+    inapplicable: list[str] = field(default_factory=list)
+    shift: float = 0.0  # log-odds, already weighted and capped
+
+    @property
+    def decided(self) -> bool:
+        return bool(self.agree or self.differs or self.inapplicable)
+
+    def adjust(self, probability: float) -> float:
+        if not self.shift:
+            return probability
+        p = min(max(probability, 1e-9), 1 - 1e-9)
+        return 1.0 / (1.0 + math.exp(-(math.log(p / (1 - p)) + self.shift)))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"agrees": list(self.agree), "differs": list(self.differs), "inapplicable": list(self.inapplicable),
+                "log_odds": round(self.shift, 4)}
+
+
+def show(key: str, value: Any) -> str:
+    """A context value as people write it: 32G, 2:00:00, gcc/13.2.0."""
+    if value is None:
+        return "?"
+    if key in ("mem_mb", "mem_per_cpu_mb", "max_rss_mb"):
+        mb = float(value)
+        return f"{mb / 1024:g}G" if mb >= 1024 and mb % 1024 == 0 else f"{mb:g}M"
+    if key in ("time_limit_s", "elapsed_s"):
+        return format_time_limit(int(value))
+    if isinstance(value, list):
+        return ",".join(map(str, value))
+    return str(value)
+
+
+def _read(kind: str, value: str | None) -> Any:
+    if value is None:
+        return None
+    try:
+        if kind == "size":
+            return parse_size_mb(value.upper() if value[-1:].isalpha() else value)
+        if kind == "time":
+            return None if value.lower() in ("unlimited", "infinite") else parse_duration(value)
+        if kind == "count":
+            head = value.rsplit(":", 1)[-1].split("-", 1)[0]
+            return int(head) if head.isdigit() else None
+    except (ValueError, KeyError, IndexError):
+        return None
+    return value
+
+
+def _same(key: str, a: Any, b: Any) -> bool:
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return abs(a - b) <= 0.05 * max(abs(a), abs(b), 1e-9)  # 8G and 8000M ask the same
+    if key == "gres":
+        return _gpu_types(a) == _gpu_types(b) if (_gpu_types(a) or _gpu_types(b)) else sorted(a) == sorted(b)
+    return a == b
+
+
+def _gpu_types(gres: Any) -> frozenset[str]:
+    """The GPU types of a gres list: ["gpu:a100:2"] -> {"a100"}; untyped requests name none."""
+    out = set()
+    for item in gres or []:
+        parts = str(item).split(":")
+        if parts[0] == "gpu" and len(parts) == 3:
+            out.add(parts[1].lower())
+    return frozenset(out)
+
+
+def _module_versions(modules: Any) -> dict[str, str]:
+    out = {}
+    for m in modules or []:
+        name, _, version = str(m).partition("/")
+        out[name.lower()] = version
+    return out
+
+
+def _fix_fields(actions: list[dict[str, Any]]) -> set[str]:
+    named = set()
+    for a in actions or []:
+        if a.get("type") == "sbatch" and a.get("option") in _OPTION_FIELD:
+            named.add(_OPTION_FIELD[a["option"]][0])
+        elif a.get("type") == "module":
+            named.add("modules")
+    return named
+
+
+def _already_satisfied(action: dict[str, Any], query: dict[str, Any]) -> str | None:
+    """Why the job already has what this action asks for, or None."""
+    if action.get("type") == "sbatch" and action.get("option") in _OPTION_FIELD:
+        key, kind = _OPTION_FIELD[action["option"]]
+        wanted, have = _read(kind, action.get("to")), query.get(key)
+        if wanted is None or have is None:
+            return None
+        if kind in ("size", "time", "count") and isinstance(have, (int, float)) and have >= wanted * 0.99:
+            return (f"the job already asked {action['option']}={show(key, have)}; "
+                    f"the fix asks {show(key, wanted)}")
+        if kind == "text" and str(have) == str(wanted):
+            return f"the job already ran with {action['option']}={have}"
+        return None
+    if action.get("type") == "module" and action.get("op", "load") in ("load", "swap") and action.get("name"):
+        loaded = {str(m) for m in query.get("modules") or []}
+        if str(action["name"]) in loaded:
+            return f"module {action['name']} is already loaded"
+    return None
+
+
+def compare(query: dict[str, Any], lesson: dict[str, Any], *, actions: list[dict[str, Any]] | None = None,
+            conditions: list[dict[str, Any]] | None = None, category: str = "unknown",
+            weights: dict[str, float] | None = None) -> ContextVerdict:
+    """How the query job's context bears on a lesson (its context, fix actions and conditions)."""
+    verdict = ContextVerdict()
+    if not query:
+        return verdict
+    w = {**DEFAULT_WEIGHTS, **(weights or {})}
+    fix_fields = _fix_fields(actions or [])
+    counted = fix_fields | set(RELEVANT.get(category, ()))
+    shift = 0.0
+    for key in sorted(counted):
+        q, l = query.get(key), (lesson or {}).get(key)
+        if q is None or l is None:
+            continue
+        on_fix = key in fix_fields
+        if key == "modules":
+            q_mods, l_mods = _module_versions(q), _module_versions(l)
+            shared = sorted(set(q_mods) & set(l_mods))
+            if not shared:
+                continue
+            changed = [n for n in shared if q_mods[n] and l_mods[n] and q_mods[n] != l_mods[n]]
+            if changed:
+                verdict.differs.append({"field": "modules", "query": ",".join(f"{n}/{q_mods[n]}" for n in changed),
+                                        "lesson": ",".join(f"{n}/{l_mods[n]}" for n in changed),
+                                        "kind": "context", "matters": on_fix})
+                shift -= w["differs_fix" if on_fix else "differs_relevant"]
+            else:
+                verdict.agree.append(key)
+                shift += w["agree_fix" if on_fix else "agree_relevant"]
+            continue
+        if _same(key, q, l):
+            verdict.agree.append(key)
+            shift += w["agree_fix" if on_fix else "agree_relevant"]
+        else:
+            verdict.differs.append({"field": key.removesuffix("_mb").removesuffix("_s"),
+                                    "query": show(key, q), "lesson": show(key, l), "kind": "context",
+                                    "matters": on_fix})
+            shift -= w["differs_fix" if on_fix else "differs_relevant"]
+    if lesson and query.get("script_sha256") and query.get("script_sha256") == lesson.get("script_sha256"):
+        verdict.agree.append("script")
+        shift += w["same_script"]
+    elif lesson and query.get("command") and query.get("command") == lesson.get("command"):
+        verdict.agree.append("command")
+        shift += w["same_command"]
+    verdict.shift = max(-w["most"], min(w["most"], shift))
+    for action in actions or []:
+        reason = _already_satisfied(action, query)
+        if reason:
+            verdict.inapplicable.append(reason)
+    depends_on_partition = "partition" in counted  # recorded with a job, a partition is context, not cause
+    for cond in conditions or []:
+        if (depends_on_partition and cond.get("kind") == "partition" and query.get("partition")
+                and cond.get("name") != query["partition"]):
+            verdict.inapplicable.append(f"the lesson's cause is on partition {cond.get('name')}; "
+                                        f"this job ran on {query['partition']}")
+    wanted_types = _gpu_types((lesson or {}).get("gres"))
+    if category in _GPU_CATEGORIES and wanted_types and ("gres" in query or query.get("gpus") == 0):
+        have = _gpu_types(query.get("gres"))
+        if not (have & wanted_types) and (have or query.get("gpus") == 0):
+            verdict.inapplicable.append(f"the lesson's cause is on GPU type {','.join(sorted(wanted_types))}; "
+                                        f"this job has {','.join(sorted(have)) or 'no GPU'}")
+    return verdict
