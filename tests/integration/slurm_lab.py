@@ -23,6 +23,7 @@ import re
 import shutil
 import signal
 import socket
+from stat import S_IFCHR
 import subprocess
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -39,6 +40,12 @@ LMOD_INIT_CANDIDATES = (
 )
 CLUSTER = "hpcmem"
 ACCOUNT = "research"
+# With policies=True (opt-in): a second account the lab user may use on `main` only, and a
+# QOS with a wall-time limit that refuses longer jobs at submission.
+RESTRICTED_ACCOUNT = "teaching"
+RESTRICTED_ACCOUNT_PARTITION = "main"
+SHORT_QOS = "short"
+URGENT_QOS = "urgent"  # may preempt (cancel) jobs of QOS normal
 NODE = "localhost"
 # Our own database and DB user, so a slurm_acct_db of someone else is never touched.
 DB_NAME = "hpcmem_lab_acct_db"
@@ -224,6 +231,14 @@ class SlurmLab:
     ``out`` directory next to them, is world-writable for what they record.
     ``prolog_epilog_timeout`` (seconds) becomes PrologEpilogTimeout=. ``cgroup`` is
     "auto" (v1 when usable, else none), "v1" or "none".
+
+    Opt-in extras (off by default, so the default cluster is unchanged): ``gres`` gives the
+    node generic resources, e.g. ``{"gpu": 2}``, backed by stand-in device nodes (no
+    hardware: jobs get the count and CUDA_VISIBLE_DEVICES, not a GPU). ``policies=True``
+    enforces associations, limits and QOS, adds the account ``teaching`` (usable by the lab user on ``main`` only) and the QOS ``short``
+    (MaxWall ``short_qos_minutes``, DenyOnLimit) and ``urgent`` (preempts QOS normal jobs by
+    cancelling them: PreemptType=preempt/qos), which the lab user may use, and sets
+    EnforcePartLimits=ALL (a job beyond every partition's limits is refused, not queued).
     """
 
     def __init__(
@@ -238,6 +253,9 @@ class SlurmLab:
         cgroup: str = "auto",
         base_port: int = 6817,
         debug_max_minutes: int = 2,
+        gres: dict[str, int] | None = None,
+        policies: bool = False,
+        short_qos_minutes: int = 1,
     ):
         if cgroup not in ("auto", "v1", "none"):
             raise ValueError(f"cgroup must be auto, v1 or none, not {cgroup!r}")
@@ -251,6 +269,9 @@ class SlurmLab:
         self.cgroup_mode: str | None = None  # "v1" or "none", decided by up()
         self.ports = {"slurmctld": base_port, "slurmd": base_port + 1, "slurmdbd": base_port + 2}
         self.debug_max_minutes = debug_max_minutes
+        self.gres = dict(gres or {})
+        self.policies = policies
+        self.short_qos_minutes = short_qos_minutes
         self.etc = self.root / "etc"
         self.conf = self.etc / "slurm.conf"
         self.log_dir = self.root / "log"
@@ -260,6 +281,7 @@ class SlurmLab:
         self.work_root = self.root / "work"
         self.hooks_dir = self.root / "hooks"
         self.hooks_out = self.hooks_dir / "out"
+        self.gres_dev = self.root / "dev"  # stand-in device nodes for gres (opt-in)
         self.lmod_init: Path | None = None
         self.started_at: datetime | None = None  # UTC, just before the daemons started
         self.timings: dict[str, float] = {}  # phase -> seconds
@@ -390,7 +412,7 @@ class SlurmLab:
         """Fresh state, spool, log and config dirs (wipes an earlier run's leftovers)."""
         self.root.mkdir(parents=True, exist_ok=True)
         self.root.chmod(0o755)  # alice must reach slurm.conf, the munge socket, modules
-        for name in ("etc", "state", "spool", "log", "run", "munge", "modules", "work", "hooks"):
+        for name in ("etc", "state", "spool", "log", "run", "munge", "modules", "work", "hooks", "dev"):
             shutil.rmtree(self.root / name, ignore_errors=True)
         (self.root / "pids").mkdir(exist_ok=True)
         slurm = pwd.getpwnam("slurm")
@@ -418,6 +440,9 @@ class SlurmLab:
             shutil.copytree(MODULE_TREE, self.module_path, symlinks=True)
         self.conf.write_text(self.render_slurm_conf())
         (self.etc / "cgroup.conf").write_text(self.render_cgroup_conf())
+        if self.gres:
+            self._make_gres_devices()
+            (self.etc / "gres.conf").write_text(self.render_gres_conf())
         dbd_conf = self.etc / "slurmdbd.conf"
         dbd_conf.write_text(self.render_slurmdbd_conf())
         # slurmdbd refuses a slurmdbd.conf not owned by SlurmUser or readable by others
@@ -517,6 +542,13 @@ class SlurmLab:
             # messages to slurmdbd take their munge socket from here, not AuthInfo
             f"AccountingStoragePass={self.munge_socket}",
             "AccountingStoreFlags=job_comment,job_env,job_script",
+            # reject at submission what no partition can ever run, as most sites do
+            *(["AccountingStorageEnforce=associations,limits,qos", "EnforcePartLimits=ALL",
+               "PreemptType=preempt/qos", "PreemptMode=CANCEL"]
+              if self.policies else []),
+            *([f"GresTypes={','.join(self.gres)}",
+               "AccountingStorageTRES=" + ",".join(f"gres/{n}" for n in self.gres)]
+              if self.gres else []),
             "JobCompType=jobcomp/filetxt",
             f"JobCompLoc={self.log_dir}/jobcomp.txt",
             "",
@@ -530,11 +562,29 @@ class SlurmLab:
         cpus = os.cpu_count() or 1
         lines += [
             f"NodeName={NODE} NodeHostname={NODE} NodeAddr=127.0.0.1 CPUs={cpus} "
-            "RealMemory=2000 State=UNKNOWN",
+            "RealMemory=2000 "
+            + (f"Gres={','.join(f'{n}:{c}' for n, c in self.gres.items())} " if self.gres else "")
+            + "State=UNKNOWN",
             f"PartitionName=main Nodes={NODE} Default=YES MaxTime=INFINITE State=UP",
             f"PartitionName=debug Nodes={NODE} MaxTime={self.debug_max_minutes} State=UP",
         ]
         return "\n".join(lines) + "\n"
+
+    def render_gres_conf(self) -> str:
+        # 22.05 drops a GPU without File= ("file-less GPU"), so each unit is a stand-in
+        # device node (see _make_gres_devices); nothing binds it, ConstrainDevices is off
+        return "".join(
+            f"NodeName={NODE} Name={n} File={self.gres_dev}/{n}[0-{c - 1}]\n"
+            for n, c in self.gres.items()
+        )
+
+    def _make_gres_devices(self) -> None:
+        """Character devices with /dev/null's numbers, one per GRES unit: a valid File=
+        for gres.conf on a machine without the hardware (reading one reads nothing)."""
+        self.gres_dev.mkdir(mode=0o755)
+        for name, count in self.gres.items():
+            for i in range(count):
+                os.mknod(self.gres_dev / f"{name}{i}", 0o666 | S_IFCHR, os.makedev(1, 3))
 
     def render_cgroup_conf(self) -> str:
         if self.cgroup_mode != "v1":
@@ -691,6 +741,23 @@ class SlurmLab:
             ["sacctmgr", "-i", "add", "user", "root", f"Account={ACCOUNT}"],
         ):  # fmt: skip
             self.check(argv)
+        if self.policies:
+            self._add_policies()
+
+    def _add_policies(self) -> None:
+        """QOS `short` and `urgent` and account `teaching` (on `main` only) for the lab user."""
+        for argv in (
+            ["sacctmgr", "-i", "add", "qos", SHORT_QOS,
+             f"MaxWall={self.short_qos_minutes}", "Flags=DenyOnLimit"],
+            ["sacctmgr", "-i", "add", "qos", URGENT_QOS, "Preempt=normal", "PreemptMode=cancel"],
+            ["sacctmgr", "-i", "modify", "user", self.user, "set",
+             f"QOS=normal,{SHORT_QOS},{URGENT_QOS}", "DefaultQOS=normal"],
+            ["sacctmgr", "-i", "add", "account", RESTRICTED_ACCOUNT,
+             "Description=hpcmem-test-restricted", "Organization=hpcmem"],
+            ["sacctmgr", "-i", "add", "user", self.user, f"Account={RESTRICTED_ACCOUNT}",
+             f"Partition={RESTRICTED_ACCOUNT_PARTITION}"],
+        ):  # fmt: skip
+            self.check(argv)
 
     def _start_slurmctld(self) -> None:
         self._spawn("slurmctld", ["/usr/sbin/slurmctld", "-D"])
@@ -831,12 +898,14 @@ class SlurmLab:
         user: str | None = None,
         args: Sequence[str] = (),
         cwd: Path | str | None = None,
+        env: dict[str, str] | None = None,
     ) -> int:
         """sbatch a job as ``user`` (default: the lab user) and return its id.
 
         ``script`` is a Path to a script file or the script text itself; either way it
         is written into ``cwd`` (default: the user's work dir) owned by the user, so
-        the submission is exactly what a user would type there. Raises
+        the submission is exactly what a user would type there. ``env`` adds variables
+        to the submitting environment (the job inherits them). Raises
         SubmissionRejected (exit code, stdout, stderr) when sbatch refuses the job.
         """
         user = user or self.user
@@ -851,7 +920,7 @@ class SlurmLab:
         entry = pwd.getpwnam(user)
         os.chown(path, entry.pw_uid, entry.pw_gid)
         argv = ["sbatch", "--parsable", *args, name]
-        result = self.run(argv, user=user, cwd=cwd)
+        result = self.run(argv, user=user, cwd=cwd, env=env)
         match = re.fullmatch(r"(\d+)(;\S+)?", result.stdout.strip())
         if result.returncode != 0 or match is None:
             raise SubmissionRejected(argv, result.returncode, result.stdout, result.stderr)
