@@ -14,15 +14,14 @@ def fingerprint(
 ) -> None:
     """Print {"fingerprint", "template", "category"} per message (one message per line by default)."""
     from hpcmem.cli._state import STATE
-    from hpcmem.kb.safety.redact import redact_text
     from hpcmem.kb.signatures.fingerprint import fingerprint as fingerprint_of
-    from hpcmem.kb.signatures.fingerprint import signature_of_block
+    from hpcmem.kb.signatures.fingerprint import signature_of_block, signature_text
 
     STATE.config  # reads signatures.rules_file: the site's rules count too
     data = sys.stdin.buffer.read().decode("utf-8", errors="replace")
     messages = [data] if block else [line for line in data.splitlines() if line.strip()]
     for message in messages:
-        message = redact_text(message)  # a secret must not reach the template we print
+        message = signature_text(message)  # as record and recall do; no secret reaches the template we print
         sig = signature_of_block(message) if block else fingerprint_of(message)
         emit_jsonl({"fingerprint": sig.fingerprint, "template": sig.template, "category": sig.category})
     sys.stdout.flush()

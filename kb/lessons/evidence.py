@@ -87,14 +87,13 @@ def feedback(stack, lesson_id: str, *, worked: bool, actor: str, job_id: str | N
     of the lesson (its next recurrence is an exact match) and a contradiction removes it.
     """
     from hpcmem.kb.lessons.aliases import add_alias, alias_from_text, remove_alias
-    from hpcmem.kb.safety.redact import redact_text
-    from hpcmem.kb.signatures.fingerprint import CONTENTLESS, has_content
+    from hpcmem.kb.signatures.fingerprint import CONTENTLESS, has_content, signature_text
 
     if not lesson_id.strip():
         raise InputError("give the lesson id (from `hpcmem recall --json`)")
     alias = None
     if error_text is not None:
-        text = redact_text(error_text)
+        text = signature_text(error_text)  # as recall fingerprints the same error
         if not has_content(text):
             raise InputError(CONTENTLESS)
         alias = alias_from_text(text)

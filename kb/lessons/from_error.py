@@ -8,8 +8,7 @@ from typing import Any
 from hpcmem.kb.lessons.actions import parse_action
 from hpcmem.kb.errors import InputError, NotFound
 from hpcmem.kb.lessons.write import Condition, LessonDraft, error_excerpt, record_lesson
-from hpcmem.kb.safety.redact import redact_text
-from hpcmem.kb.signatures.fingerprint import CONTENTLESS, fingerprint, has_content
+from hpcmem.kb.signatures.fingerprint import CONTENTLESS, fingerprint, has_content, signature_text
 from hpcmem.kb.store.stack import StoreStack
 
 
@@ -79,10 +78,10 @@ def record(
         evidence.append({"kind": "occurrence", "job_id": occ.job_id, "occurrence_id": occ.id if same_store else None})
     else:
         text = error_text or ""
-    text = redact_text(text)
+    text = signature_text(text)  # normalised, then redacted: as recall fingerprints a query
     if not has_content(text):
         raise InputError(CONTENTLESS)
-    sig = fingerprint(text)  # from the text as given, as recall computes it; what is stored is sanitised
+    sig = fingerprint(text)  # as recall computes it; what is stored is sanitised too
     conditions = [Condition("cluster", cluster)] if cluster else []
     if partition:
         conditions.append(Condition("partition", partition))

@@ -33,8 +33,9 @@ from hpcmem.kb.errors import InputError, NotFound
 from hpcmem.kb.store.reader import StoreReader
 from hpcmem.kb.recall.scoring import Evidence, Probe, Variant, describe, judge, load_model, with_match_probability
 from hpcmem.kb.signatures.rules_digest import warn_if_stale
-from hpcmem.kb.safety.redact import redact_text
-from hpcmem.kb.signatures.fingerprint import CONTENTLESS, FailureSignature, fingerprint, has_content, words
+from hpcmem.kb.safety.normalise import scrub_value
+from hpcmem.kb.signatures.fingerprint import (CONTENTLESS, FailureSignature, fingerprint, has_content, signature_text,
+                                               words)
 from hpcmem.kb.safety.trust import trust_level
 
 RECALL_SCHEMA_VERSION = "2.2"
@@ -225,12 +226,16 @@ class Recaller:
         text, query, occurrence = self.resolve(query)
         query = dataclasses.replace(query, modules=list(query.modules),
                                     cluster=query.cluster or self.config.get("cluster.name"))
-        text = redact_text(text)
+        # Normalised, then redacted, as the lesson was recorded: the same fingerprint for the
+        # same failure whatever codes or secrets the query carries, and none in the output.
+        text = signature_text(text)
         if not has_content(text):
             raise InputError(CONTENTLESS)
         sig = fingerprint(text)
         probe = Probe.of(text, sig)
-        probe.context = query_context(query, text)
+        # Scrubbed as a stored job context is (lessons.write.stored_context): a command line
+        # or a working directory the caller gave can carry a token.
+        probe.context = scrub_value(query_context(query, text))[0]
         candidates, stages = self.candidates(probe, query)
         ranked = unresolved_ties(self._rank(candidates, query))
         shown = [c for c in ranked if c.evidence.band is not None][: query.limit]

@@ -3,6 +3,7 @@ and hash both into a fingerprint that stays the same across instances of one fai
 
     normalize(text)          -> template (variable parts replaced by <NUM>, <PATH>, ...)
     categorize(text)         -> failure class, from the data-driven rules in categories.toml
+    signature_text(text)     -> the text a failure is fingerprinted from: normalised, then redacted
     fingerprint(text)        -> FailureSignature(fingerprint, template, category)
     signature_of_block(text) -> Signature of a whole excerpt (traceback, .err file): it picks
                                 the decisive line so unrelated output does not change it
@@ -33,6 +34,7 @@ __all__ = [
     "FailureSignature",
     "Rule",
     "UNKNOWN",
+    "signature_text",
     "normalize",
     "categorize",
     "fingerprint",
@@ -43,7 +45,10 @@ __all__ = [
 UNKNOWN = "unknown"
 BUILTIN_RULES = os.path.join(os.path.dirname(__file__), "categories.toml")
 FINGERPRINT_CHARS = 16
-FINGERPRINT_VERSION = 2  # bump when decisive-line or masking logic changes in a way patterns don't show
+# Bump when decisive-line or masking logic changes in a way patterns don't show. 3: record,
+# recall, feedback and refingerprint fingerprint signature_text(text) (normalised, then
+# redacted), where they fingerprinted the redacted raw text.
+FINGERPRINT_VERSION = 3
 
 
 @dataclass(frozen=True)
@@ -813,6 +818,21 @@ def template_fingerprint(category: str, template: str) -> str:
 
 
 # --------------------------------------------------------------------------- public API
+
+
+def signature_text(text: str) -> str:
+    """The text a failure is fingerprinted from: escape, control and zero-width characters
+    removed and %-escaped secrets decoded (``kb.safety.normalise.normalise``), then redacted.
+
+    Record, recall, feedback and ``db refingerprint`` all fingerprint this, so a query that
+    carries colour codes, a zero-width character or a secret computes the fingerprint of
+    the clean text it was recorded from, and no secret reaches a template. Carriage returns
+    stay: ``_clean`` keeps the last state of a redrawn line (as a lesson's excerpt does).
+    Ingested failures are scrubbed before they are fingerprinted (``kb/jobs/write.py``)."""
+    from hpcmem.kb.safety.normalise import normalise  # imported here: this module is stdlib-only
+    from hpcmem.kb.safety.redact import redact_text
+
+    return redact_text(normalise(text, keep_cr=True))
 
 
 def fingerprint(text: str, rules: tuple[Rule, ...] | None = None) -> FailureSignature:

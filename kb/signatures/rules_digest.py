@@ -10,8 +10,9 @@ for the same text and ``hpcmem db refingerprint`` recomputes them.
     use_site_rules(path)  -> set the site rules file of this process (the CLI does, from config)
     site_rules_path()     -> that file, or None
     active_rules()        -> the rules every fingerprint of this process is computed with
-    current_digest()      -> sha256 over FINGERPRINT_VERSION, masking pattern sources, rules and
-                             the rules files' bytes; computed once per process and path
+    current_digest()      -> sha256 over FINGERPRINT_VERSION, masking pattern sources, rules,
+                             the rules files' bytes and the redaction's files; computed once per
+                             process and path
 
 Only the standard library is imported here: recall reads the digest on its hot path.
 """
@@ -57,7 +58,8 @@ def current_digest() -> str:
 
 def rules_digest(site_path: str | None) -> str:
     """sha256 over what decides a fingerprint: FINGERPRINT_VERSION, the masking patterns'
-    sources, every rule (the compiled form the loader made) and both files' bytes."""
+    sources, every rule (the compiled form the loader made), both files' bytes and the
+    redaction's files (``redaction_files``)."""
     from hpcmem.kb.signatures import fingerprint as signatures
 
     h = hashlib.sha256()
@@ -78,7 +80,22 @@ def rules_digest(site_path: str | None) -> str:
                      rule.root_cause_before, _sources(rule.skip)))
     add("builtin", _read(signatures.BUILTIN_RULES))
     add("site", _read(site_path) if site_path else b"")
+    for path in redaction_files():
+        add(f"redaction.{os.path.basename(path)}", _read(path))
     return h.hexdigest()
+
+
+def redaction_files() -> list[str]:
+    """What decides the redaction every fingerprinted text goes through first
+    (``fingerprint.signature_text``): the normaliser's and the redactor's modules and the
+    rule data beside them. The spans it removes and the ``[REDACTED:<kind>]`` markers it
+    leaves are part of a template, so new redaction rules are new fingerprint rules."""
+    from hpcmem.kb.safety import normalise, redact
+
+    folder = os.path.dirname(redact.__file__)
+    data = sorted(os.path.join(folder, name) for name in os.listdir(folder)
+                  if not name.endswith((".py", ".pyc")) and os.path.isfile(os.path.join(folder, name)))
+    return [normalise.__file__, redact.__file__, *data]
 
 
 def _sources(value: object) -> object:

@@ -21,6 +21,10 @@ recall's exact and alias matches silently stop. This brings them back, in one tr
   every index rebuilds;
 - store_meta ``signatures.rules_digest`` is set to the current digest.
 
+Every text is fingerprinted as record and recall fingerprint theirs: normalised, then
+redacted with today's rules (``fingerprint.signature_text``; the redaction's files are part
+of the digest).
+
 A second run changes nothing. ``dry_run`` does all of it and rolls back.
 """
 
@@ -134,16 +138,20 @@ def _is_db_error(exc: Exception) -> bool:
 
 class _Run:
     def __init__(self, db: SqlWriter, rules, report: RefingerprintReport, actor: str) -> None:
-        from hpcmem.kb.signatures.fingerprint import signature_of_block
+        from hpcmem.kb.signatures.fingerprint import signature_of_block, signature_text
 
         self.db, self.rules, self.report, self.actor = db, rules, report, actor
         self._memo: dict[str, Any] = {}
         self._signature_of_block = signature_of_block
+        self._signature_text = signature_text
 
     def sig(self, text: str):
+        """The signature of a stored text as record and recall compute it today: normalised
+        and redacted with the current rules first (a store an older hpcmem wrote may hold
+        what they remove)."""
         found = self._memo.get(text)
         if found is None:
-            found = self._memo[text] = self._signature_of_block(text, self.rules)
+            found = self._memo[text] = self._signature_of_block(self._signature_text(text), self.rules)
         return found
 
     # -------------------------------------------------------------------------------- plan
