@@ -98,8 +98,9 @@ def db_scrub(
     Run it after an upgrade brings new rules: lessons (with their aliases, conditions and
     evidence), signatures, occurrences, job records and the audit log are normalised and
     redacted again, in one transaction; the append-only audit log is cleaned too, and one
-    audit entry records the scrub. Reports counts per table, never a value; a second run
-    changes nothing.
+    audit entry records the scrub. Vectors computed from the old text are dropped and the
+    cleared signatures embedded again. Reports counts per table, never a value; a second
+    run changes nothing.
     """
     import getpass
 
@@ -108,10 +109,44 @@ def db_scrub(
     store = STATE.stack.by_scope(scope)
     store.check_exists()  # a missing store is reported, not created to be scrubbed
     report = scrub_store(store, dry_run=dry_run, actor=getpass.getuser())
+    if not dry_run:
+        _vectors_after_scrub(store, report)
     if json_:
         emit_json(report.as_dict())
     else:
         stdout.print(report.summary(), highlight=False)
+
+
+def _vectors_after_scrub(store, report) -> None:  # noqa: ANN001 - a Store, a kb.store.scrub.ScrubReport
+    """The signature vectors the scrub cleared, computed again from the clean text, and this
+    user's index of the store rebuilt without the old ones (other readers' indexes rebuild
+    on their next recall: the scrub bumped the store's generations). Best effort: the scrub
+    is committed, and what is left here recall and `hpcmem lessons embed` do later."""
+    if not report.vectors_cleared:
+        return
+    from pathlib import Path
+
+    from hpcmem.cli._output import stderr
+    from hpcmem.kb.recall.embed import embed_new_lessons, model_spec
+    from hpcmem.kb.recall.vector_index import SignatureIndex, store_id
+
+    report.vectors_recomputed, warning = embed_new_lessons(store, STATE.config)
+    if warning:
+        stderr.print(f"Warning: {warning}")
+    index_dir = Path(str(STATE.config.get("index.dir"))).expanduser()
+    files = [index_dir / f"{store_id(store)}{suffix}" for suffix in (".json", ".faiss")]
+    if not files[0].is_file():
+        return  # no index of it here
+    try:
+        SignatureIndex.load(store, index_dir, model_spec(STATE.config).model_id,
+                            int(STATE.config.get("index.flat_max", 20_000)))
+        return
+    except Exception as exc:  # noqa: BLE001 - then the old file must go: the next recall builds one
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    for path in files:
+        path.unlink(missing_ok=True)
+    stderr.print(f"Warning: the vector index of store '{store.name}' was removed, not rebuilt ({reason}); "
+                 "the next recall builds it")
 
 
 @app.command("downgrade")

@@ -6,11 +6,11 @@ recognises, or a secret an older release let through behind a colour code, stays
 rows written before. ``scrub`` passes every stored text through today's normaliser and
 redactor, in one transaction:
 
-- lessons: context, cause, fix, excerpt, status reason, and every string of the actions
-  and safety flags; their aliases (template, excerpt), conditions (name, value) and
+- lessons: context, cause, fix, excerpt, status reason, and every string of the actions,
+  safety flags and job context; their aliases (template, excerpt), conditions (name, value) and
   evidence (note); signatures (template);
-- occurrences (message, log excerpt, submit line, job name, work dir, log path) and job
-  records (job name, work dir, submit line);
+- occurrences (message, log excerpt, submit line, job name, work dir, log path, job
+  context) and job records (job name, work dir, submit line);
 - the audit log (reason, and every string of the before/after copies). audit_log is
   append-only: database triggers refuse UPDATE. Its triggers are dropped, the rows
   updated and the triggers re-created *from the definitions the database holds*, inside
@@ -23,6 +23,24 @@ gets the normalised and redacted text); text that normalisation alone would chan
 as it was written. When anything changed, one audit entry (object_type ``store``, action
 ``scrub``) records the counts. The report gives counts per table, never a value; a second
 run changes nothing. ``dry_run`` only counts.
+
+Vectors: an embedding is computed from text, and one computed from a secret keeps
+something of it (embeddings can be inverted back to much of their text). In the same
+transaction:
+
+- a rewritten signature loses its vector (``embedding``, ``embedding_model``,
+  ``embedding_hash`` set to NULL) and the index generations are bumped, so every FAISS
+  index of the store is rebuilt, without it, when next loaded;
+- the query-vector cache (``query_vectors``) is emptied: its rows are keyed by a hash of
+  the text, so which ones came from a rewritten lesson's excerpt or cause, or from a query
+  that carried a secret before queries were scrubbed, cannot be told. It is a cache:
+  recall encodes again what it needs.
+
+Nothing is lost if the process stops afterwards: a signature without a vector is what a
+new lesson has until it is embedded (recall embeds the user's own store; ``hpcmem lessons
+embed`` a shared one). ``hpcmem db scrub`` embeds the cleared signatures again right after
+the commit, from their new text, and rebuilds the caller's index of the store
+(``cli/db.py``); a rerun after an interruption does what was left.
 
 Old copies: on SQLite the scrub runs with ``PRAGMA secure_delete`` (the bytes of replaced
 values are overwritten with zeros) and checkpoints the write-ahead log afterwards, so the
@@ -49,16 +67,19 @@ MEMO_KEPT, MEMO_LONGEST = 65536, 1024  # scrub results remembered: short values 
 
 # table -> (text columns, JSON columns). The order is the report's.
 TABLES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "lessons": (("context", "cause", "fix", "excerpt", "status_reason"), ("actions", "safety_flags")),
+    "lessons": (("context", "cause", "fix", "excerpt", "status_reason"), ("actions", "safety_flags", "job_context")),
     "lesson_aliases": (("template", "excerpt"), ()),
     "lesson_conditions": (("name", "value"), ()),
     "lesson_evidence": (("note",), ()),
     "signatures": (("template",), ()),
-    "occurrences": (("message", "log_excerpt", "submit_line", "job_name", "work_dir", "log_path"), ()),
+    "occurrences": (("message", "log_excerpt", "submit_line", "job_name", "work_dir", "log_path"), ("job_context",)),
     "job_records": (("job_name", "work_dir", "submit_line"), ()),
     "audit_log": (("reason",), ("before", "after")),
 }
 AUDIT_REASON = "stored text re-redacted with the current rules (hpcmem db scrub)"
+# Columns a rewritten row loses: a vector computed from the text it had.
+CLEARED = {"signatures": ("embedding", "embedding_model", "embedding_hash")}
+ID_CHUNK = 500  # ids per IN (...) list
 
 
 @dataclass
@@ -76,6 +97,9 @@ class ScrubReport:
     audit_entry: bool = False
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    vectors_cleared: int = 0  # signature vectors computed from text that held a secret
+    query_vectors_dropped: int = 0  # the query-vector cache, emptied (see the module docstring)
+    vectors_recomputed: int = 0  # set by the caller that embeds the cleared signatures again
 
     @property
     def changed(self) -> int:
@@ -88,6 +112,8 @@ class ScrubReport:
     def as_dict(self) -> dict[str, Any]:
         return {"store": self.store, "dry_run": self.dry_run, "changed": self.changed, "secrets": self.secrets,
                 "tables": {name: vars(counts) for name, counts in self.tables.items()},
+                "vectors": {"cleared": self.vectors_cleared, "recomputed": self.vectors_recomputed,
+                            "query_cache_dropped": self.query_vectors_dropped},
                 "audit_entry": self.audit_entry, "notes": list(self.notes), "seconds": self.seconds}
 
     def summary(self) -> str:
@@ -95,7 +121,9 @@ class ScrubReport:
         parts = ", ".join(f"{name} {t.changed}/{t.rows}" for name, t in self.tables.items())
         text = (f"{self.store}: {verb} {self.changed} row(s), {self.secrets} secret(s) "
                 f"(rows changed/read: {parts}) ({self.seconds:.2f} s)")
-        return "; ".join([text, *self.notes])
+        vectors = (f"vectors: {self.vectors_cleared} cleared, {self.vectors_recomputed} recomputed, "
+                   f"{self.query_vectors_dropped} cached query vector(s) dropped")
+        return "; ".join([text, vectors, *self.notes])
 
 
 def scrub_store(store: Any, *, dry_run: bool = False, actor: str = "hpcmem") -> ScrubReport:
@@ -119,6 +147,8 @@ def scrub_store(store: Any, *, dry_run: bool = False, actor: str = "hpcmem") -> 
         run = _Run(db, store.dialect)
         for table, (texts, jsons) in TABLES.items():
             report.tables[table] = run.table(table, texts, jsons, write=not dry_run)
+        report.vectors_cleared = run.vectors_cleared
+        _drop_vectors(db, report, write=not dry_run)
         if report.changed and not dry_run:
             _audit(db, actor, store.name, report)
             report.audit_entry = True
@@ -156,6 +186,7 @@ class _Run:
         self.json = json_binder(dialect)
         self.limits = _column_limits()
         self.memo: dict[str, tuple[str, int]] = {}
+        self.vectors_cleared = 0
 
     def text(self, value: str) -> tuple[str, int]:
         """The scrubbed value and its secrets; values repeat (submit lines, work dirs)."""
@@ -188,8 +219,16 @@ class _Run:
             if len(rows) < PAGE:
                 break
             last = rows[-1][0]
+        cleared = CLEARED.get(table, ())
+        if cleared and updates:
+            ids = [row[-1] for row in updates]
+            for start in range(0, len(ids), ID_CHUNK):
+                chunk = ids[start:start + ID_CHUNK]
+                self.vectors_cleared += self.db.query(
+                    f"SELECT count(*) FROM {table} WHERE {cleared[0]} IS NOT NULL "
+                    f"AND id IN ({', '.join('?' * len(chunk))})", tuple(chunk))[0][0]
         if write and updates:
-            assignments = ", ".join(f"{c} = ?" for c in columns)
+            assignments = ", ".join([*(f"{c} = ?" for c in columns), *(f"{c} = NULL" for c in cleared)])
             statement = f"UPDATE {table} SET {assignments} WHERE id = ?"
             if table == "audit_log":
                 with audit_triggers_lifted(self.db):
@@ -262,6 +301,23 @@ def audit_triggers_lifted(db: SqlWriter) -> Iterator[None]:
     yield
     for _name, sql in definitions:
         db.execute(sql)
+
+
+def _drop_vectors(db: SqlWriter, report: ScrubReport, *, write: bool) -> None:
+    """Empty the query-vector cache; bump the index generations when a signature lost its
+    vector (as ``embed.bump_rebuild_generation``: every index of the store rebuilds)."""
+    report.query_vectors_dropped = db.query("SELECT count(*) FROM query_vectors")[0][0]
+    if not write:
+        return
+    if report.query_vectors_dropped:
+        db.execute("DELETE FROM query_vectors")
+    if report.vectors_cleared:
+        from hpcmem.kb.store.index_keys import GENERATION_KEY, REBUILD_GENERATION_KEY
+
+        cast = "CAST(CAST(store_meta.value AS INTEGER) + 1 AS TEXT)"
+        for key in (GENERATION_KEY, REBUILD_GENERATION_KEY):
+            db.execute(f"INSERT INTO store_meta (key, value) VALUES (?, '1') "
+                       f"ON CONFLICT (key) DO UPDATE SET value = {cast}", (key,))
 
 
 def _audit(db: SqlWriter, actor: str, store_name: str, report: ScrubReport) -> None:

