@@ -94,6 +94,10 @@ def show(
     stdout.print(f"failure: {lesson['category']}  {lesson['template']}")
     if lesson["context"]:
         stdout.print(f"context: {lesson['context']}")
+    if lesson.get("job_context"):
+        from hpcmem.kb.jobs.context import describe_context
+
+        stdout.print(f"job:     {describe_context(lesson['job_context'])}")
     stdout.print(f"cause:   {lesson['cause']}")
     stdout.print(f"fix:     {lesson['fix']}")
     if lesson["actions"]:

@@ -38,6 +38,7 @@ from starlette.responses import HTMLResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from hpcmem.kb.jobs.context import describe_context
 from hpcmem.cli.web import charts
 from hpcmem.kb.errors import HpcmemError, InputError, NotFound, PermissionDenied, StoreError
 from hpcmem.kb.safety.redact import redact_text
@@ -141,6 +142,7 @@ def _templates() -> Environment:
     env.filters["trust"] = trust_level
     env.filters["pct"] = lambda v: "-" if v is None else f"{v:.0%}"
     env.filters["q"] = lambda v: quote(str(v), safe="")
+    env.filters["job_context"] = describe_context
     return env
 
 

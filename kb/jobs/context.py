@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hpcmem.kb.errors import InputError
+from hpcmem.kb.slurm_units import format_time_limit
 
 # The context a failure or a lesson is born with: one flat JSON object, the same keys
 # wherever it comes from (``kb/jobs/request.py`` reads scripts, sbatch arguments, submit
@@ -69,6 +70,37 @@ def clean_context(raw: Any, *, where: str = "context") -> dict[str, Any]:
                 raise InputError(f"{where}.{key} must map package names to versions")
             out[key] = {k[:_MAX_TEXT]: v[:_MAX_TEXT] for k, v in list(value.items())[:_MAX_ITEMS]}
     return {k: v for k, v in out.items() if v not in ("", [], {})}
+
+
+def show_value(key: str, value: Any) -> str:
+    """A context value as people write it: 32G, 2:00:00, gcc/13.2.0."""
+    if value is None:
+        return "?"
+    if key in ("mem_mb", "mem_per_cpu_mb", "max_rss_mb"):
+        mb = float(value)
+        return f"{mb / 1024:g}G" if mb >= 1024 and mb % 1024 == 0 else f"{mb:g}M"
+    if key in ("time_limit_s", "elapsed_s"):
+        return format_time_limit(int(value))
+    if isinstance(value, list):
+        return ",".join(map(str, value))
+    if isinstance(value, dict):
+        return ",".join(f"{k}=={v}" for k, v in value.items())
+    return str(value)
+
+
+# How ``describe_context`` names each field, in the order it lists them.
+_LABELS = {"partition": "partition", "account": "account", "qos": "qos", "mem_mb": "mem",
+           "mem_per_cpu_mb": "mem-per-cpu", "cpus": "cpus", "gpus": "gpus", "gres": "gres", "nodes": "nodes",
+           "time_limit_s": "time", "constraint": "constraint", "max_rss_mb": "MaxRSS", "elapsed_s": "elapsed",
+           "state": "state", "exit_code": "exit", "signal": "signal", "modules": "modules", "conda_env": "conda",
+           "venv": "venv", "python": "python", "packages": "packages", "launcher": "launcher", "command": "program",
+           "workdir": "workdir", "job_name": "job name"}
+
+
+def describe_context(context: dict[str, Any] | None) -> str:
+    """One line for people: ``partition cpu, mem 8G, cpus 8, time 6:00:00, program assemble.sh``."""
+    ctx = context or {}
+    return ", ".join(f"{label} {show_value(key, ctx[key])}" for key, label in _LABELS.items() if key in ctx)
 
 
 def merge_contexts(*contexts: dict[str, Any] | None) -> dict[str, Any]:

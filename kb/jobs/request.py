@@ -39,7 +39,7 @@ _MODULE_SUBCOMMANDS = frozenset({"purge", "list", "avail", "spider", "unload", "
                                  "restore", "save", "show", "display", "help", "whatis", "keyword", "reset",
                                  "refresh", "update", "describe", "savelist", "is-loaded", "is-avail", "-t"})
 _CONDA = re.compile(r"^\s*(?:conda|mamba|micromamba|source)\s+activate\s+(\S+)")
-_VENV = re.compile(r"^\s*(?:source|\.)\s+(\S+?)/bin/activate\b")
+_VENV = re.compile(r"^\s*(?:source|\.)\s+['\"]?(\S+?)/bin/activate\b")
 _SBATCH_CMD = re.compile(r"(?:^|[\s$#>])sbatch\s+(.*)$", re.M)
 
 
@@ -229,8 +229,14 @@ def from_script(text: str) -> dict[str, Any]:
             names = module.group(2).split("#", 1)[0].split()
             if module.group(1) in ("swap", "switch") and len(names) == 2:
                 names = names[1:]
-            if module.group(1) or not (names and names[0] in _MODULE_SUBCOMMANDS):
-                modules.extend(n for n in names if not n.startswith("-") and n not in (">", "2>&1"))
+            if not module.group(1) and names[:1] == ["purge"]:
+                modules = []
+            elif module.group(1) or not (names and names[0] in _MODULE_SUBCOMMANDS):
+                for name in names:
+                    if name.startswith("-") or name in (">", "2>&1"):
+                        continue
+                    # a later load of the same module replaces the earlier one, as Lmod does
+                    modules = [m for m in modules if m.split("/", 1)[0] != name.split("/", 1)[0]] + [name]
             continue
         conda, venv = _CONDA.match(line), _VENV.match(line)
         if conda:
@@ -280,11 +286,14 @@ def _program(line: str) -> dict[str, Any]:
     i = 0
     while i < len(words) and re.match(r"^[A-Za-z_]\w*=", words[i]):
         i += 1  # VAR=value before the command
-    if i < len(words) and words[i].rsplit("/", 1)[-1] in LAUNCHERS:
-        out["launcher"] = words[i].rsplit("/", 1)[-1]
+    launchers = []
+    while i < len(words) and words[i].rsplit("/", 1)[-1] in LAUNCHERS:  # `srun torchrun ...`: both
+        launchers.append(words[i].rsplit("/", 1)[-1])
         i += 1
         while i < len(words) and words[i].startswith("-"):
             i += 1 if "=" in words[i] or i + 1 >= len(words) or words[i + 1].startswith("-") else 2
+    if launchers:
+        out["launcher"] = " ".join(launchers)
     if i < len(words):
         program = words[i].rsplit("/", 1)[-1]
         if program.startswith("python") and i + 1 < len(words):

@@ -12,8 +12,12 @@ recall compares the query's job context with the context the lesson was born wit
 - the same script (digest) or program, which says it is the same job.
 
 Each counted field either *agrees* or *differs* (``{"field": "mem", "query": "32G", "lesson":
-"8G"}``); a field one side does not know is no evidence either way. Agreement and difference
-move the probability in log-odds (``ContextVerdict.adjust``), so they move the band too.
+"8G"}``); a field one side does not know is no evidence either way. Amounts agree within a
+quarter (8G and 8000M ask the same, 8G and 32G do not). For a rejected request (``REJECTIONS``)
+what counts is *which* resources were asked, not how much: ``--gres=gpu:1`` against a lesson
+whose job asked no GPU differs. Agreement and difference move the probability in log-odds
+(``ContextVerdict.adjust``); a difference also keeps the lesson out of the match band (the
+scorer, ``scoring._judged``): the facts contradict it, so it is shown as related, never applied.
 
 Some facts make a lesson *inapplicable*: it is then at most related, with the reason.
 
@@ -29,7 +33,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from hpcmem.kb.slurm_units import format_time_limit, parse_duration, parse_size_mb
+from hpcmem.kb.jobs.context import show_value as show
+from hpcmem.kb.slurm_units import parse_duration, parse_size_mb
 
 # sbatch option of a fix -> the context field it sets, and how to read its value
 _OPTION_FIELD = {
@@ -93,18 +98,18 @@ class ContextVerdict:
                 "log_odds": round(self.shift, 4)}
 
 
-def show(key: str, value: Any) -> str:
-    """A context value as people write it: 32G, 2:00:00, gcc/13.2.0."""
-    if value is None:
-        return "?"
-    if key in ("mem_mb", "mem_per_cpu_mb", "max_rss_mb"):
-        mb = float(value)
-        return f"{mb / 1024:g}G" if mb >= 1024 and mb % 1024 == 0 else f"{mb:g}M"
-    if key in ("time_limit_s", "elapsed_s"):
-        return format_time_limit(int(value))
-    if isinstance(value, list):
-        return ",".join(map(str, value))
-    return str(value)
+# Categories where a request was refused, and the request fields that say which resource.
+REJECTIONS = frozenset({"memory_request_too_large", "cpu_request_too_large", "invalid_gres", "submission_rejected"})
+_ASKED = ("mem_mb", "mem_per_cpu_mb", "cpus", "gpus", "gres")
+
+
+def _asked(ctx: dict[str, Any]) -> bool:
+    return any(k in ctx for k in _ASKED + ("partition", "time_limit_s", "nodes"))
+
+
+def _name(key: str) -> str:
+    """A field as ``differs`` and ``context_agrees`` name it: mem, time_limit, gres."""
+    return key.removesuffix("_mb").removesuffix("_s")
 
 
 def _read(kind: str, value: str | None) -> Any:
@@ -125,7 +130,8 @@ def _read(kind: str, value: str | None) -> Any:
 
 def _same(key: str, a: Any, b: Any) -> bool:
     if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-        return abs(a - b) <= 0.05 * max(abs(a), abs(b), 1e-9)  # 8G and 8000M ask the same
+        # within a quarter: 8G and 8000M ask the same, 8G and 32G do not
+        return abs(a - b) <= 0.25 * max(abs(a), abs(b), 1e-9)
     if key == "gres":
         return _gpu_types(a) == _gpu_types(b) if (_gpu_types(a) or _gpu_types(b)) else sorted(a) == sorted(b)
     return a == b
@@ -159,16 +165,19 @@ def _fix_fields(actions: list[dict[str, Any]]) -> set[str]:
     return named
 
 
-def _already_satisfied(action: dict[str, Any], query: dict[str, Any]) -> str | None:
+def _already_satisfied(action: dict[str, Any], query: dict[str, Any], lesson: dict[str, Any]) -> str | None:
     """Why the job already has what this action asks for, or None."""
     if action.get("type") == "sbatch" and action.get("option") in _OPTION_FIELD:
         key, kind = _OPTION_FIELD[action["option"]]
         wanted, have = _read(kind, action.get("to")), query.get(key)
         if wanted is None or have is None:
             return None
-        if kind in ("size", "time", "count") and isinstance(have, (int, float)) and have >= wanted * 0.99:
-            return (f"the job already asked {action['option']}={show(key, have)}; "
-                    f"the fix asks {show(key, wanted)}")
+        if kind in ("size", "time", "count") and isinstance(have, (int, float)):
+            before = _read(kind, action.get("from")) if action.get("from") else lesson.get(key)
+            lowers = isinstance(before, (int, float)) and wanted < before  # e.g. fewer CPUs than a node has
+            if (have <= wanted * 1.01) if lowers else (have >= wanted * 0.99):
+                return (f"the job already asked {action['option']}={show(key, have)}; "
+                        f"the fix asks {show(key, wanted)}")
         if kind == "text" and str(have) == str(wanted):
             return f"the job already ran with {action['option']}={have}"
         return None
@@ -190,11 +199,26 @@ def compare(query: dict[str, Any], lesson: dict[str, Any], *, actions: list[dict
     fix_fields = _fix_fields(actions or [])
     counted = fix_fields | set(RELEVANT.get(category, ()))
     shift = 0.0
+    lesson = lesson or {}
+    # A rejected request is about *which* resource was asked beyond what the site has, not
+    # about the amount: there, a request field present on one side only is a difference,
+    # and present on both an agreement (when both sides recorded a request at all).
+    by_presence = category in REJECTIONS and _asked(query) and _asked(lesson)
     for key in sorted(counted):
-        q, l = query.get(key), (lesson or {}).get(key)
+        q, l = query.get(key), lesson.get(key)
+        on_fix = key in fix_fields
+        if by_presence and key in _ASKED:
+            if (q is None) != (l is None):
+                verdict.differs.append({"field": _name(key), "query": show(key, q) if q is not None else "none",
+                                        "lesson": show(key, l) if l is not None else "none", "kind": "context",
+                                        "matters": on_fix})
+                shift -= w["differs_fix" if on_fix else "differs_relevant"]
+            elif q is not None:
+                verdict.agree.append(_name(key))
+                shift += w["agree_fix" if on_fix else "agree_relevant"]
+            continue
         if q is None or l is None:
             continue
-        on_fix = key in fix_fields
         if key == "modules":
             q_mods, l_mods = _module_versions(q), _module_versions(l)
             shared = sorted(set(q_mods) & set(l_mods))
@@ -211,31 +235,34 @@ def compare(query: dict[str, Any], lesson: dict[str, Any], *, actions: list[dict
                 shift += w["agree_fix" if on_fix else "agree_relevant"]
             continue
         if _same(key, q, l):
-            verdict.agree.append(key)
+            verdict.agree.append(_name(key))
             shift += w["agree_fix" if on_fix else "agree_relevant"]
         else:
-            verdict.differs.append({"field": key.removesuffix("_mb").removesuffix("_s"),
+            verdict.differs.append({"field": _name(key),
                                     "query": show(key, q), "lesson": show(key, l), "kind": "context",
                                     "matters": on_fix})
             shift -= w["differs_fix" if on_fix else "differs_relevant"]
-    if lesson and query.get("script_sha256") and query.get("script_sha256") == lesson.get("script_sha256"):
+    if query.get("script_sha256") and query.get("script_sha256") == lesson.get("script_sha256"):
         verdict.agree.append("script")
         shift += w["same_script"]
-    elif lesson and query.get("command") and query.get("command") == lesson.get("command"):
+    elif query.get("command") and query.get("command") == lesson.get("command"):
         verdict.agree.append("command")
         shift += w["same_command"]
     verdict.shift = max(-w["most"], min(w["most"], shift))
     for action in actions or []:
-        reason = _already_satisfied(action, query)
+        reason = _already_satisfied(action, query, lesson)
         if reason:
             verdict.inapplicable.append(reason)
     depends_on_partition = "partition" in counted  # recorded with a job, a partition is context, not cause
+    # A partition the fix moves to is where the fix holds (an implied condition), not where the cause is.
+    targets = {str(a.get("to")) for a in actions or [] if a.get("option") == "--partition"}
     for cond in conditions or []:
-        if (depends_on_partition and cond.get("kind") == "partition" and query.get("partition")
+        if (depends_on_partition and cond.get("kind") == "partition" and cond.get("name") not in targets
+                and query.get("partition")
                 and cond.get("name") != query["partition"]):
             verdict.inapplicable.append(f"the lesson's cause is on partition {cond.get('name')}; "
                                         f"this job ran on {query['partition']}")
-    wanted_types = _gpu_types((lesson or {}).get("gres"))
+    wanted_types = _gpu_types(lesson.get("gres"))
     if category in _GPU_CATEGORIES and wanted_types and ("gres" in query or query.get("gpus") == 0):
         have = _gpu_types(query.get("gres"))
         if not (have & wanted_types) and (have or query.get("gpus") == 0):

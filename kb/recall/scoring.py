@@ -51,9 +51,10 @@ exact-match fast path and ``--no-model``. Bands:
 - **related** (>= ``bands.related``): shown with what differs, never applied silently.
 
 The query job's context (``kb/recall/context_match.py``) moves the probability in log-odds:
-fields that agree raise it, fields that differ lower it. A lesson whose fix the job already
+fields that agree raise it, fields that differ lower it. A lesson whose job's facts differ
+from the query's where its fix or its failure depends on them, whose fix the job already
 satisfies, or whose cause depends on a partition or GPU type the job lacks, is at most
-*related*, with the reason.
+*related*, with the reason: never applied against the facts.
 
 A lesson whose fix names a token that differs from the query's (``conflict_matters``) is at
 most *related*, whatever its probability: its fix is about another library or version. It
@@ -357,9 +358,10 @@ def _judged(e: Evidence, linear: LinearModel, model: RecallModel, context: Any) 
         # depends on is shown as related, with that difference spelled out.
         if adjust(linear.probability({**e.features, **_NO_CONFLICT})) >= model.match:
             found = "related"
-    if context is not None and context.inapplicable:
-        # The job already has what the fix asks for, or lacks what the cause depends on:
-        # at most related, with the reasons; related whenever the text alone would match.
+    if context is not None and (context.inapplicable or context.differs):
+        # The job already has what the fix asks for, lacks what the cause depends on, or its
+        # facts contradict the lesson's (another request, another module version): at most
+        # related, with the reasons; related whenever the text alone would match.
         if found == "match" or (found is None and text_only >= model.match):
             found = "related"
     return probability, found
