@@ -36,7 +36,7 @@ class Case:
     script_args: tuple[str, ...] = ()
     project: str = "proj"
     premodules: tuple[str, ...] = ()  # `module load` in the submitting shell
-    expect: str = "REJECTED"  # or the sacct State the job must end in
+    expect: str = "REJECTED"  # or the sacct State the job or one of its steps must end in
     action: str | None = None  # "cancel" (by the user), "cancel_admin", "preempt"
     stage: tuple[str, ...] = field(default=())  # programs copied into the project dir
 
