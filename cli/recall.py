@@ -10,7 +10,7 @@ from typing import Any, List, Optional
 import typer
 
 from hpcmem.cli._errors import EXIT_NOTHING_FOUND, EXIT_OK
-from hpcmem.cli._job_context import SBATCH_ARGS_HELP, SCRIPT_HELP, job_context
+from hpcmem.cli._job_context import SBATCH_ARGS_HELP, SCRIPT_HELP, context_from_object, job_context
 from hpcmem.cli._output import emit_json, emit_jsonl, stdout
 from hpcmem.cli._state import STATE
 
@@ -189,13 +189,15 @@ def _batch_query(item: dict[str, Any], base: dict[str, Any], qid: Any):
     expired = item.get("include_expired", base["include_expired"])
     if not isinstance(expired, bool):
         raise InputError(f"'include_expired' must be true or false, not {_json_type(expired)}")
-    if not text["error"] and not text["job_id"]:
+    if not text["error"] and not text["job_id"] and not (isinstance(item.get("context"), dict)
+                                                         and item["context"].get("job_id")):
         raise InputError("each line needs 'error' or 'job_id'")
-    from hpcmem.kb.jobs.context import clean_context, merge_contexts
+    from hpcmem.kb.jobs.context import merge_contexts
 
-    context = merge_contexts(clean_context(item.get("context"), where="'context'"), base["context"])
+    context_job, facts = context_from_object(item.get("context"))  # as the MCP tool's
+    context = merge_contexts(facts, base["context"])
     return RecallQuery(
-        text=text["error"], job_id=text["job_id"], id=qid, limit=limit, include_expired=expired, context=context,
+        text=text["error"], job_id=text["job_id"] or context_job, id=qid, limit=limit, include_expired=expired, context=context,
         partition=text["partition"] or base["partition"], cluster=text["cluster"] or base["cluster"],
         modules=[as_text(m) for m in modules] if modules is not None else list(base["modules"]),
     )

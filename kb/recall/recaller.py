@@ -248,7 +248,7 @@ class Recaller:
                       "cluster": query.cluster, "context": probe.context},
             "matches": matches,
             "context_decided": context_decided(ranked, shown),
-            "advice": self._advice(sig, text, occurrence),
+            "advice": self._advice(sig, text, occurrence, probe.context),
             "abstained": not any(m["band"] == "match" for m in matches),
             "seen_before": self._seen_before(sig),
             "stages": stages,
@@ -487,11 +487,15 @@ class Recaller:
                 raise
             self.warnings.append(f"store '{reader.name}' is read-only; its newest lessons are matched exactly only")
 
-    def _advice(self, sig: FailureSignature, text: str, occurrence: dict[str, Any] | None) -> list[dict[str, Any]]:
-        """Built-in advice for the failure's category: general knowledge, not a stored lesson."""
+    def _advice(self, sig: FailureSignature, text: str, occurrence: dict[str, Any] | None,
+                context: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        """Built-in advice for the failure's category: general knowledge, not a stored lesson.
+        It starts from the job's own request and usage: the stored job's, or what the caller
+        gave (--script, --sbatch-args, MCP's context), which comes first."""
         from hpcmem.kb.recall.advice import advice_for
 
-        facts = {**(occurrence or {}), "template": sig.template, "message": text}
+        given = {column: context[key] for key, column in _ADVICE_FIELDS.items() if key in (context or {})}
+        facts = {**(occurrence or {}), **given, "template": sig.template, "message": text}
         return [{"cause": item["cause"], "fix": item["fix"], "actions": item.get("actions", []),
                  "category": sig.category, "source": "rule", "trust_level": trust_level("rule")}
                 for item in advice_for(sig.category, facts, None)]
@@ -551,6 +555,12 @@ class Recaller:
                 "evidence": lesson.get("evidence", []),
             },
         }
+
+
+# The job's context (kb/jobs/context.FIELDS) -> the occurrence columns built-in advice reads.
+_ADVICE_FIELDS = {"mem_mb": "req_mem_mb", "cpus": "req_cpus", "time_limit_s": "req_time_s", "max_rss_mb": "max_rss_mb",
+                  "elapsed_s": "elapsed_s", "partition": "partition", "nodes": "req_nodes", "qos": "qos",
+                  "account": "account"}
 
 
 def query_context(query: RecallQuery, text: str) -> dict[str, Any]:

@@ -197,3 +197,25 @@ def test_mcp_recall_and_record_take_the_jobs_context(ladder):
         assert not prose.is_error and prose.structured_content["context"] == "nightly run"
 
     call(server_params(ladder), body)
+
+
+def test_built_in_advice_starts_from_the_request_the_caller_gave(hpcmem_home):
+    code, doc = recall_json("--sbatch-args", "--mem=8G", OOM)
+    assert code == 1  # no stored lesson; the advice stands apart
+    assert doc["advice"][0]["actions"] == [{"type": "sbatch", "option": "--mem", "to": "16G", "from": "8G"}]
+    code, doc = recall_json(OOM)
+    assert not any(a.get("from") for item in doc["advice"] for a in item["actions"])  # nothing to start from
+
+
+def test_batch_lines_carry_their_own_context(ladder, tmp_path):
+    batch = tmp_path / "q.jsonl"
+    batch.write_text("\n".join(json.dumps(line) for line in (
+        {"id": "a", "error": OOM, "context": {"sbatch_args": "--mem=32G"}},
+        {"id": "b", "error": OOM, "context": {"mem_mb": 8192}},
+        {"id": "c", "error": OOM, "context": {"mem_mb": "8G"}},
+    )) + "\n")
+    done = run_hpcmem("recall", "--json", "--no-model", "--batch", str(batch))
+    assert done.returncode == 0, done.stderr
+    answers = {d["id"]: d for d in map(json.loads, done.stdout.splitlines())}
+    assert to_mem(answers["a"]["matches"][0]) == "64G" and to_mem(answers["b"]["matches"][0]) == "32G"
+    assert "context.mem_mb must be a non-negative number" in answers["c"]["error"]
