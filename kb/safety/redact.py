@@ -50,7 +50,8 @@ What the HPC rules count as a secret (their kinds, in the order they run):
   ``gcp_api_key`` (``AIza``), ``azure_key`` (``AccountKey=``, ``SharedAccessKey=``, SAS
   ``sig=``), ``github_token`` (``ghp_ gho_ ghu_ ghs_ ghr_ github_pat_``), ``gitlab_token``
   (``glpat-`` ...), ``huggingface_token`` (``hf_``), ``nvidia_key`` (``nvapi-``),
-  ``docker_token`` (``dckr_pat_``, ``dckr_oat_``), ``anthropic_key`` (``sk-ant-``),
+  ``docker_token`` (``dckr_pat_``, ``dckr_oat_``), ``tailscale_key`` (``tskey-auth-``...),
+  ``groq_key`` (``gsk_``), ``xai_key`` (``xai-``), ``anthropic_key`` (``sk-ant-``),
   ``openai_key`` (``sk-``, ``sk-proj-``), ``slack_token`` (``xoxb-`` ...), ``slack_webhook``
   (the path after ``hooks.slack.com/``), ``stripe_key`` (``sk_live_``, ``rk_live_``,
   ``sk_test_``), ``jwt`` (``eyJ...eyJ...sig``), ``bearer_token`` (after ``Authorization:``,
@@ -61,10 +62,14 @@ What the HPC rules count as a secret (their kinds, in the order they run):
   ``-pX``/``-p'X'``, ``sshpass -p X``, ``curl -u user:X``, ``docker|podman|helm... login -p
   X``, ``ldapsearch|ldapmodify... -w X``, ``lftp -u user,X``, ``smbclient -U user%X``;
   ``cli_token``: a random-looking value after ``--token``, ``--hf-token``, ``--api-key``,
-  ``--wandb-key``, ``--secret`` ..., and the key of ``wandb login [--relogin] KEY``;
+  ``--wandb-key``, ``--secret`` ..., and the key of ``wandb login [--relogin] KEY``. These
+  command-line forms are also read in a command printed as an argv list, tuple or JSON
+  array (``Command '['mysql', '--password', 'X', ...]' returned non-zero exit status 1``);
 - ``secret_assignment``: assignments whose key names a secret, in shell, YAML, INI, JSON
   or Python-repr form (``HF_TOKEN=...``, ``api_key: ...``, ``"password": "..."``,
-  ``{'secret': '...'}``), and ``.netrc``'s ``password X``. The key's *last* word decides:
+  ``{'secret': '...'}``), ``.netrc``'s ``password X``, and .NET/NuGet config's
+  ``<add key="ClearTextPassword" value="X"/>`` (the value judged under the key attribute's
+  name). The key's *last* word decides:
   ``...password``, ``passwd``, ``passphrase`` (also ``PGPASSWORD``), ``*_pass`` and
   ``*_pwd`` (``MYSQL_PWD``) redact any real value; ``...token``, ``secret``, ``*_key``,
   ``credentials`` (and ``apiKey``, ``accessToken``...) only a value that looks random: 8+
@@ -166,6 +171,9 @@ class _Rule:
     # Case-insensitive guards: `guards` are lower case and are looked for in a lower-case
     # copy of the text.
     fold: bool = False
+    # A command-line rule: it also runs on argv lists as Python or JSON prints them
+    # (`['mysql', '--password', 'x']`), through the view _argv_view makes of them.
+    argv: bool = False
 
 
 # A value as it appears after `=` or `:` in a command line or config: quoted or bare.
@@ -220,6 +228,7 @@ _ASSIGNMENT = (
     r"(?i)(?:pass(?:word|wd|phrase)?|pwd|token|secret|key|credentials?)" + _ASSIGNED
 )
 _KEY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
+_XML_ADD = re.compile(r"<add[ \t]+$")
 _PLACEHOLDER = re.compile(
     r"(?i)^(?:|none|null|nil|undefined|yes|no|true|false|on|off|\*+|x{3,}|<[^>]*>|\$\w+|\$\{[^}]*\}"
     r"|%\(\w+\)s|\{\{[^}]*\}\})$"
@@ -275,13 +284,26 @@ def _is_prose(m: re.Match[str], key: str, raw: str) -> bool:
 
 
 def _accept_assignment(m: re.Match[str]) -> bool:
-    raw = m.group("s")
+    key = _assignment_key(m)
+    if key == "key" and _XML_ADD.search(m.string, max(0, m.start() - 16), m.start()):
+        return False  # <add key="ClearTextPassword" value=...>: the attribute names a setting
+    return _secret_value(key, m.group("s"), m)
+
+
+def _accept_add_key(m: re.Match[str]) -> bool:
+    """`<add key="NAME" value="V"/>`: V judged as NAME's value."""
+    key = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", m.group("k"))
+    return _secret_value(re.sub(r"[.\-: ]+", "_", key).lower(), m.group("s"), None)
+
+
+def _secret_value(key: str, raw: str, m: re.Match[str] | None) -> bool:
+    """Whether ``raw`` (as written: quoted or bare) is a secret as the value of ``key`` (a
+    normalised key name); ``m``, the assignment's match, for the prose check."""
     value = _unquote(raw)
     if _PLACEHOLDER.match(value) or raw[0] in "([{":  # a tuple, list or dict is no value
         return False
-    key = _assignment_key(m)
     if _PASSWORD_WORD.search(key):  # (PWD and OLDPWD, the shell's directories, do not match)
-        return not _is_prose(m, key, raw)
+        return m is None or not _is_prose(m, key, raw)
     if not _TOKEN_WORD.search(key) or _PUBLIC_KEY.search(key) or _SSH_KEY_TYPE.match(value):
         return False
     if raw[0] not in "\"'" and _CODE_REF.match(value) and not _DIGIT_LETTER.search(value):
@@ -350,10 +372,11 @@ def _accept_netrc(m: re.Match[str]) -> bool:
 
 
 def _rule(kind: str, pattern: str, guards: tuple[str, ...], *, fold: bool = False,
-          accept: Callable[[re.Match[str]], bool] | None = None, scope: str = "lines") -> _Rule:
+          accept: Callable[[re.Match[str]], bool] | None = None, scope: str = "lines",
+          argv: bool = False) -> _Rule:
     if fold:  # one lower-case guard per word
         guards = tuple(dict.fromkeys(g.lower() for g in guards))
-    return _Rule(kind, re.compile(pattern), guards, accept, scope, fold)
+    return _Rule(kind, re.compile(pattern), guards, accept, scope, fold, argv)
 
 
 # Rules over line breaks: they run on the whole text before it is cut into pieces.
@@ -395,11 +418,22 @@ _LINE_RULES: tuple[_Rule, ...] = (
           r"gl(?<![A-Za-z0-9_]gl)(?:pat|dt|rt|ptt|cbt|oas|ft|imt|soat)-[A-Za-z0-9_\-]{20,}",
           ("gl",), scope="whole"),
     _rule("huggingface_token", r"\bhf_[A-Za-z0-9]{30,}\b", ("hf_",)),
-    # NVIDIA (NGC, build.nvidia.com) and Docker Hub tokens: gitleaks has no rule for them.
-    # (Guards that start with a character the search for any guard already looks for
-    # cost less there: "api-" rather than "nvapi-", "ckr_" rather than "dckr_".)
-    _rule("nvidia_key", r"nvapi-(?<![A-Za-z0-9_]nvapi-)[A-Za-z0-9_\-]{20,}", ("api-",)),
-    _rule("docker_token", r"dckr_(?<![A-Za-z0-9_]dckr_)(?:pat|oat)_[A-Za-z0-9_\-]{20,}", ("ckr_",)),
+    # Token formats gitleaks 8.30.1 has no rule for, held by HPC users (AI inference and
+    # infrastructure), each with where its format is stated publicly:
+    # NVIDIA NGC / build.nvidia.com keys start "nvapi-" (NVIDIA's NGC and NIM docs); Docker
+    # Hub personal and organisation access tokens "dckr_pat_", "dckr_oat_" (docs.docker.com,
+    # "Personal access tokens");
+    _rule("nvidia_key", r"nvapi-(?<![A-Za-z0-9_]nvapi-)[A-Za-z0-9_\-]{20,}", ("nvapi-",)),
+    _rule("docker_token", r"dckr_(?<![A-Za-z0-9_]dckr_)(?:pat|oat)_[A-Za-z0-9_\-]{20,}", ("dckr_",)),
+    # Tailscale keys "tskey-<api|auth|client|scim|webhook>-<id>-<secret>" (tailscale.com/kb/1277,
+    # "Key prefixes"); Groq API keys start "gsk_" and xAI (Grok) API keys "xai-" (stated in
+    # public integration guides, e.g. the Groq and xAI credential pages of n8n's docs and
+    # xAI's console: "keys always begin with the prefix xai-"). A long random tail is asked
+    # for, so a package name (`xai-sdk`) or a word stays.
+    _rule("tailscale_key", r"tskey-(?<![A-Za-z0-9_]tskey-)(?:api|auth|client|scim|webhook)-[A-Za-z0-9_\-]{16,}",
+          ("tskey-",)),
+    _rule("groq_key", r"gsk_(?<![A-Za-z0-9_]gsk_)[A-Za-z0-9]{32,}(?![A-Za-z0-9])", ("gsk_",)),
+    _rule("xai_key", r"xai-(?<![A-Za-z0-9_\-]xai-)[A-Za-z0-9]{40,}(?![A-Za-z0-9])", ("xai-",)),
     _rule("anthropic_key", r"\bsk-ant-[A-Za-z0-9_\-]{20,}", ("sk-ant-",)),
     _rule("openai_key", r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{32,}", ("sk-",)),
     _rule("slack_token", r"\bxox[abposr]-[A-Za-z0-9\-]{10,}", ("xox",)),
@@ -424,49 +458,56 @@ _LINE_RULES: tuple[_Rule, ...] = (
           r"(?P<s>[A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])",
           ("secret",), fold=True),
     _rule("aws_secret_key",
-          r"configure(?<=\baws[ \t]configure)[ \t]+set[ \t]+(?:[\w\-]+\.)?"
+          r"\baws[ \t]+configure[ \t]+set[ \t]+(?:[\w\-]+\.)?"
           r"(?:aws_secret_access_key|aws_session_token)"
           r"[ \t]+(?P<s>" + _VALUE + ")",
-          ("configure",), accept=_accept_value),
+          ("configure",), accept=_accept_value, argv=True),
     _rule("cli_password",
           # `--no-password` is a switch; `--password -h` is checked in _accept_value.
           r"--(?!no-)(?:[A-Za-z0-9]+-)*(?i:pass(?:word|wd|phrase))(?:=|[ \t]+)"
           r"(?P<s>" + _VALUE + ")",
-          ("--",), accept=_accept_value, scope="whole"),
+          ("--",), accept=_accept_value, scope="whole", argv=True),
     _rule("cli_password",
           # `-p` only: mysql's -P is the port, not the password.
           r"\b(?:mysql|mysqldump|mysqladmin|mariadb|mariadb-dump)\b[^\n|;&]{0,200}?[ \t]-p"
           r"(?P<s>" + _VALUE + ")"
           r"|\bsshpass[ \t]+(?:-[^p\s]\S*[ \t]+)*-p[ \t]*(?P<s2>" + _VALUE + ")"
           r"|\bcurl\b[^\n|;&]{0,200}?[ \t](?:-u|--user)[ \t]+[^\s:'\"]+:(?P<s3>" + _VALUE + ")",
-          ("mysql", "mariadb", "sshpass", "curl"), accept=_accept_value),
-    # Tools whose password flag is a short one. Their guard is the flag (tool names as
-    # guards would slow the search for any guard: b, d, l, n, r are frequent first letters),
-    # and their patterns start with a literal word, which sre finds as fast as str.find.
+          ("mysql", "mariadb", "sshpass", "curl"), accept=_accept_value, argv=True),
+    # Tools whose password flag is a short one; their patterns start with a literal word,
+    # which sre finds as fast as str.find.
     _rule("cli_password",  # docker|podman|helm... login -p X; the tool is checked in _accept_login
           r"login\b(?:(?!login\b)[^\n|;&]){0,200}?[ \t]-p[ \t]*(?P<s>" + _VALUE + ")",
-          ("-p",), accept=_accept_login),
+          ("login",), accept=_accept_login, argv=True),
     _rule("cli_password",  # -w is the bind password (-W prompts for it)
           r"ldap(?<![\w\-]ldap)(?:search|modify|add|delete|compare|modrdn|passwd|whoami|exop)\b"
           r"[^\n|;&]{0,300}?[ \t]-w[ \t]*(?P<s>" + _VALUE + ")",
-          ("-w",), accept=_accept_value),
+          ("ldap",), accept=_accept_value, argv=True),
     _rule("cli_password",
           r"lftp(?<![\w\-]lftp)\b[^\n|;&]{0,200}?[ \t]-u[ \t]*[\"']?[^\s,'\"]+,(?P<s>[^\s'\",]+)",
-          ("-u",), accept=_accept_value),
+          ("lftp",), accept=_accept_value, argv=True),
     _rule("cli_password",
           r"\b(?:smbclient|smbget|smbcacls|smbmap|rpcclient|mount\.cifs)\b[^\n|;&]{0,200}?"
           r"(?:[ \t]-U[ \t]*|[ \t]--user(?:name)?[= \t])[\"']?[^\s%'\"]+%(?P<s>[^\s'\"]+)",
-          ("-U", "--user"), accept=_accept_value),
+          ("smbclient", "smbget", "smbcacls", "smbmap", "rpcclient", "mount.cifs"), accept=_accept_value,
+          argv=True),
     _rule("cli_token",
           r"--(?:[A-Za-z0-9]+[-_])*(?i:token|secret"
           r"|(?:api|access|auth|private|secret|client|account|license|wandb|hf)[-_]?key)"
           r"(?:=|[ \t]+)(?P<s>" + _VALUE + ")",
-          ("--",), accept=_accept_random, scope="whole"),
+          ("--",), accept=_accept_random, scope="whole", argv=True),
     _rule("cli_token",
           r"wandb(?<![\w\-]wandb)[ \t]+login"
           r"(?:[ \t]+--(?:relogin|anonymously|verify|no-verify|cloud)|[ \t]+--host(?:=|[ \t]+)\S+)*"
           r"[ \t]+(?P<s>[A-Za-z0-9_][A-Za-z0-9_\-]{31,})(?![A-Za-z0-9_\-])",
-          ("wandb",), accept=_accept_random),
+          ("wandb",), accept=_accept_random, argv=True),
+    # .NET and NuGet config: `<add key="ClearTextPassword" value="..." />` (nuget.config's
+    # packageSourceCredentials, documented at learn.microsoft.com "nuget.config reference"),
+    # `<add key="ApiKey" value="..."/>` (appSettings): the value is judged as the named key's.
+    _rule("secret_assignment",
+          r"<add[ \t]+key[ \t]*=[ \t]*(?P<kq>[\"'])(?P<k>[^\"'\n]{1,128})(?P=kq)[ \t]+value[ \t]*=[ \t]*"
+          r"(?P<s>\"[^\"\n]*\"|'[^'\n]*')",
+          ("<add",), accept=_accept_add_key),
     _rule("secret_assignment",  # .netrc
           r"password(?<![\w\-]password)[ \t]+(?P<s>[^\s'\"]+)"
           r"(?=[ \t\r]*(?:\n|$)|[ \t]+(?:machine|login|account|macdef|default)\b)",
@@ -584,6 +625,54 @@ def _apply(rule: _Rule, text: str) -> tuple[str, int]:
     return "".join(pieces), count
 
 
+# Python's repr of an argv list or tuple, or a JSON array (`['mysql', '--password', 'x']`,
+# as subprocess errors print commands): one string element, with what precedes it.
+_ARGV_ELEMENT = re.compile(r"""([\[(,])[ \t]*(['"])((?:(?!\2)[^\\\n]|\\.)*)\2(?=[ \t]*[,\])])""")
+_ARGV_HINT = re.compile(r"""['"],[ \t]*['"]""")
+
+
+def _argv_view(text: str) -> str:
+    """``text`` with its argv lists as a shell shows the command, position for position (the
+    same length): the bracket or comma before each element and the element's quotes become
+    spaces; an element holding a space keeps its quotes (``'c0rrect horse'``)."""
+    chars = list(text)
+    for m in _ARGV_ELEMENT.finditer(text):
+        chars[m.start(1)] = " "
+        if " " not in m.group(3) and "\t" not in m.group(3):
+            chars[m.start(2)] = chars[m.end() - 1] = " "
+    return "".join(chars)
+
+
+def _run_argv(text: str, rules: tuple[_Rule, ...], kinds: list[str]) -> tuple[str, int]:
+    """The command-line rules over the argv view of ``text``; what they find is replaced in
+    ``text`` itself (same positions)."""
+    total = 0
+    view = _argv_view(text)
+    for rule in rules:
+        if view == text:
+            break
+        mark = MARK.format(rule.kind)
+        pieces: list[str] = []
+        done = count = 0
+        for m in rule.pattern.finditer(view):
+            start, end = _secret_span(m)
+            if end - start >= 2 and view[start] == view[end - 1] and view[start] in "\"'":
+                start, end = start + 1, end - 1
+            if (start < done or end <= start or text[start:end] != view[start:end]
+                    or _touches_marker(text, start, end) or (rule.accept is not None and not rule.accept(m))):
+                continue
+            pieces += (text[done:start], mark)
+            done = end
+            count += 1
+        if count:
+            text = "".join(pieces) + text[done:]
+            view = _argv_view(text)
+            total += count
+            if rule.kind not in kinds:
+                kinds.append(rule.kind)
+    return text, total
+
+
 def _run_rules(text: str, rules: tuple[_Rule, ...], kinds: list[str]) -> tuple[str, int]:
     total = 0
     check = len(text) <= _SHORT  # (long text: "lines" and "at_guard" rules find their guards)
@@ -651,8 +740,14 @@ class _Engine:
         for i in found:
             indexes |= self.hpc[i]
         if indexes:
-            piece, count = _run_rules(piece, tuple(_LINE_RULES[i] for i in sorted(indexes)), kinds)
+            rules = tuple(_LINE_RULES[i] for i in sorted(indexes))
+            piece, count = _run_rules(piece, rules, kinds)
             total += count
+            if _ARGV_HINT.search(piece):
+                argv = tuple(rule for rule in rules if rule.argv)
+                if argv:
+                    piece, count = _run_argv(piece, argv, kinds)
+                    total += count
         return piece, total
 
 

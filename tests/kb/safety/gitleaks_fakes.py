@@ -491,6 +491,31 @@ def _hpc_forms(rng: random.Random):
     add("percent-escaped-password", f"+ python load.py --dsn mysql://alice:{p}@db01/results", p, "echo")
     p = _rand(rng, ALNUM, 6) + "%23" + _rand(rng, ALNUM, 8)
     add("percent-escaped-env", f"export DB_PASSWORD={p}", p, "export")
+    # Commands printed as Python lists or tuples (subprocess errors) and JSON arrays
+    p = pw()
+    add("mysql-password-argv", f"subprocess.CalledProcessError: Command '['mysql', '--password', '{p}', '-h', 'db01']' "
+        "returned non-zero exit status 1.", p, "exception")
+    p = pw()
+    add("sshpass-argv", f"FileNotFoundError: [Errno 2] No such file or directory: 'sshpass': "
+        f"['sshpass', '-p', '{p}', 'scp', 'out.tar', 'dtn01:/archive/']", p, "exception")
+    p = pw()
+    add("curl-u-argv-tuple", f"RuntimeError: ('curl', '-fsS', '-u', 'alice:{p}', 'https://nexus.example.org/repo/') "
+        "failed with 22", p, "exception")
+    p = pw()
+    add("docker-login-json-array", f'{{"cmd": ["docker", "login", "-u", "alice", "-p", "{p}", "ghcr.io"]}}', p, "line")
+    s = _rand(rng, HEX, 40)
+    add("wandb-login-argv", f"Command '['wandb', 'login', '--relogin', '{s}']' returned non-zero exit status 1.", s,
+        "exception")
+    # Token formats gitleaks 8.30.1 lacks (kb/safety/redact.py says where each is stated)
+    s = "gsk_" + _rand(rng, ALNUM, 52); add("groq-key", f"export GROQ_API_KEY={s}", s, "export")
+    s = "xai-" + _rand(rng, ALNUM, 80); add("xai-key", f"client = OpenAI(base_url=XAI_URL, api_key='{s}')", s, "line")
+    s = "tskey-auth-" + _rand(rng, ALNUM, 12) + "-" + _rand(rng, ALNUM, 32)
+    add("tailscale-authkey", f"+ tailscale up --authkey={s} --hostname=gpu017", s, "echo")
+    s = "nvapi-" + _rand(rng, ALNUM + "-_", 64); add("nvidia-nvapi", f"export NGC_API_KEY={s}", s, "export")
+    s = "dckr_pat_" + _rand(rng, ALNUM + "-_", 27)
+    add("docker-dckr-pat", f"+ echo {s} | docker login -u alice --password-stdin", s, "echo")
+    p = pw()
+    add("nuget-cleartext-password", f'    <add key="ClearTextPassword" value="{p}" />', p, "line")
     return items
 
 

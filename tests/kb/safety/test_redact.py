@@ -40,6 +40,9 @@ OPAQUE = "tok_" + B62[:30]
 WANDB = "3f786850e387550fdab836ed7e6dc881de23001b"  # 40 hex, same shape as a git SHA
 NVAPI = "nv" + "api-" + B62[:64]
 DOCKER_PAT = "dckr" + "_pat_" + B62[5:32]
+GROQ = "gs" + "k_" + B62[:52]
+XAI = "xa" + "i-" + B62[:72] + B62[3:11]
+TSKEY = "tskey" + "-auth-" + "kFAKE7CNTRL" + "-" + B62[10:40]
 
 PEM_BODY = "\n".join(B62[i : i + 64] for i in range(0, 64 * 3, 8))[:600]
 RSA_BLOCK = "-----BEGIN RSA " + "PRIVATE KEY-----\n" + PEM_BODY + "\n-----END RSA " + "PRIVATE KEY-----"
@@ -72,6 +75,9 @@ POSITIVE = [
     ("nvidia_key", f"openai.OpenAI(base_url=NIM_URL, api_key='{NVAPI}')", NVAPI, "base_url=NIM_URL"),
     ("docker_token", f"+ echo {DOCKER_PAT} | docker login -u alice --password-stdin", DOCKER_PAT,
      " | docker login -u alice --password-stdin"),
+    ("groq_key", f"groq.AuthenticationError: Invalid API Key {GROQ} (401)", GROQ, " (401)"),
+    ("xai_key", f"client = OpenAI(base_url=XAI_URL, api_key='{XAI}')", XAI, "base_url=XAI_URL"),
+    ("tailscale_key", f"+ tailscale up --authkey={TSKEY} --hostname=gpu017", TSKEY, " --hostname=gpu017"),
     ("presigned_url", "HTTP 403 for https://b.s3.amazonaws.com/m.pt?X-Amz-Expires=3600&X-Amz-Signature="
      + B62[:64] + "&x=1", B62[:64], "&x=1"),
     ("jwt", f"Authorization: Bearer {JWT}", JWT, "Authorization: Bearer "),
