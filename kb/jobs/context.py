@@ -50,8 +50,8 @@ def clean_context(raw: Any, *, where: str = "context") -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in raw.items():
         kind = FIELDS.get(key)
-        if kind is None or value is None or value == "" or value == [] or value == {}:
-            continue
+        if kind is None or value is None or value == "" or (value == [] and key != "modules") or value == {}:
+            continue  # an empty module list is a fact (none loaded); other empty values say nothing
         if kind is float or kind is int:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
                 raise InputError(f"{where}.{key} must be a non-negative number, not {value!r}"[:200])
@@ -69,7 +69,7 @@ def clean_context(raw: Any, *, where: str = "context") -> dict[str, Any]:
                                                       for k, v in value.items()):
                 raise InputError(f"{where}.{key} must map package names to versions")
             out[key] = {k[:_MAX_TEXT]: v[:_MAX_TEXT] for k, v in list(value.items())[:_MAX_ITEMS]}
-    return {k: v for k, v in out.items() if v not in ("", [], {})}
+    return {k: v for k, v in out.items() if v not in ("", {}) and (v != [] or k == "modules")}
 
 
 def show_value(key: str, value: Any) -> str:
@@ -109,7 +109,7 @@ def merge_contexts(*contexts: dict[str, Any] | None) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for ctx in contexts:
         for key, value in (ctx or {}).items():
-            if value is not None and value != [] and key not in out:
+            if value is not None and (value != [] or key == "modules") and key not in out:
                 out[key] = value
     return out
 

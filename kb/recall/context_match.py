@@ -7,7 +7,7 @@ recall compares the query's job context with the context the lesson was born wit
 (``kb/jobs/context.FIELDS``). Only the fields that matter to the lesson count:
 
 - the fields its fix changes (``--mem`` -> memory, ``module load`` -> modules, ``-p`` -> partition);
-- the fields its failure category depends on (``RELEVANT``: an OOM depends on memory, a
+- the fields its failure category depends on (``DECISIVE``, ``SOFT``: an OOM depends on memory, a
   rejected GRES request on the GPUs asked for);
 - the same script (digest) or program, which says it is the same job.
 
@@ -45,28 +45,45 @@ _OPTION_FIELD = {
     "--constraint": ("constraint", "text"),
 }
 _SUBMISSION = ("partition", "account", "qos")
-_REQUEST = ("mem_mb", "mem_per_cpu_mb", "cpus", "gpus", "gres", "partition")
-_STACK = ("modules", "conda_env", "venv", "python")
-# failure category (kb/signatures/categories.toml) -> the context fields its cause depends on
-RELEVANT: dict[str, tuple[str, ...]] = {
+# the request fields that say which resource a rejected request asked for
+_ASKED = ("mem_mb", "mem_per_cpu_mb", "cpus", "gpus", "gres")
+_ENVIRONMENT = ("conda_env", "venv")
+# failure category (kb/signatures/categories.toml) -> the context fields its cause depends on.
+# A *decisive* field that differs contradicts the lesson (at most related); a *soft* one only
+# lowers its probability: a module tree or a driver may differ by partition, or may not.
+DECISIVE: dict[str, tuple[str, ...]] = {
     "host_oom": ("mem_mb", "mem_per_cpu_mb"), "host_oom_killed": ("mem_mb", "mem_per_cpu_mb"),
     "host_oom_worker_killed": ("mem_mb", "mem_per_cpu_mb"), "jvm_out_of_memory": ("mem_mb",),
-    "time_limit": ("time_limit_s",), "deadline": ("time_limit_s",),
-    "memory_request_too_large": _REQUEST, "cpu_request_too_large": _REQUEST, "invalid_gres": _REQUEST,
-    "submission_rejected": _REQUEST + ("account", "qos", "time_limit_s"),
-    "time_limit_exceeds_partition": ("time_limit_s", "partition", "qos"),
+    # more time is bounded by the QOS's MaxWall: a timeout under another QOS has another fix
+    "time_limit": ("time_limit_s", "qos"), "deadline": ("time_limit_s", "qos"),
+    "memory_request_too_large": _ASKED, "cpu_request_too_large": _ASKED,
+    "invalid_gres": _ASKED, "submission_rejected": _ASKED,
+    "time_limit_exceeds_partition": ("time_limit_s", "partition"),
     "invalid_partition": _SUBMISSION, "invalid_partition_unnamed": _SUBMISSION,
     "partition_access_denied": _SUBMISSION, "invalid_account": _SUBMISSION, "invalid_qos": _SUBMISSION,
-    "qos_limit_exceeded": _SUBMISSION + ("time_limit_s",), "qos_policy_violation": _SUBMISSION + ("time_limit_s",),
-    "cuda_oom": ("gpus", "gres", "partition"), "gpu_unavailable": ("gpus", "gres", "partition"),
-    "cuda_arch_mismatch": ("gres", "partition", "modules"), "cuda_error": ("gres", "partition", "modules"),
-    "glibc_version_not_found": _STACK, "symbol_version_not_found": _STACK, "missing_shared_library": _STACK,
-    "undefined_symbol": _STACK, "lmod_not_available": ("modules", "partition"),
-    "module_not_loadable": ("modules", "partition"), "unknown_module": ("modules", "partition"),
-    "python_import_error": _STACK, "illegal_instruction": ("partition", "constraint", "modules"),
+    "qos_limit_exceeded": ("qos", "time_limit_s"), "qos_policy_violation": ("qos", "time_limit_s"),
+    "cuda_oom": ("gres",), "gpu_unavailable": ("gres",), "cuda_arch_mismatch": ("gres",), "cuda_error": ("gres",),
+    "glibc_version_not_found": ("modules",) + _ENVIRONMENT, "symbol_version_not_found": ("modules",) + _ENVIRONMENT,
+    "missing_shared_library": ("modules",) + _ENVIRONMENT, "undefined_symbol": ("modules",) + _ENVIRONMENT,
+    "python_import_error": ("modules",) + _ENVIRONMENT,
+}
+SOFT: dict[str, tuple[str, ...]] = {
+    "time_limit": ("partition",), "deadline": ("partition",),
+    "memory_request_too_large": ("partition",), "cpu_request_too_large": ("partition",),
+    "invalid_gres": ("partition",), "submission_rejected": ("partition", "account", "qos", "time_limit_s"),
+    "qos_limit_exceeded": ("partition", "account"), "qos_policy_violation": ("partition", "account"),
+    "cuda_oom": ("gpus", "partition"), "gpu_unavailable": ("gpus", "partition"),
+    "cuda_arch_mismatch": ("partition", "modules"), "cuda_error": ("partition", "modules"),
+    "glibc_version_not_found": ("python",), "symbol_version_not_found": ("python",), "python_import_error": ("python",),
+    "lmod_not_available": ("partition",), "module_not_loadable": ("partition",), "unknown_module": ("partition",),
+    "illegal_instruction": ("partition", "constraint", "modules"),
     "nccl_error": ("modules", "gpus", "nodes", "launcher"), "mpi_error": ("modules", "launcher", "nodes"),
     "pmix_error": ("modules", "launcher"), "ucx_error": ("modules", "launcher"),
 }
+# Failures about a library or environment: there a module matters when the failure or the fix
+# names it (``hpcfft/2.0`` for ``libhpcfft.so.1``), loaded on one side only or in another version.
+_LOADER = frozenset({"glibc_version_not_found", "symbol_version_not_found", "missing_shared_library",
+                     "undefined_symbol", "python_import_error"})
 _GPU_CATEGORIES = frozenset({"cuda_oom", "gpu_unavailable", "cuda_arch_mismatch", "cuda_error", "invalid_gres",
                              "nccl_error"})
 # Log-odds each counted field moves the probability by (``recall_model.json`` "context"
@@ -81,6 +98,9 @@ class ContextVerdict:
     agree: list[str] = field(default_factory=list)
     differs: list[dict[str, Any]] = field(default_factory=list)
     inapplicable: list[str] = field(default_factory=list)
+    # differences on a field the fix changes or the failure decisively depends on: the facts
+    # contradict the lesson, which is then at most related
+    contradicts: bool = False
     shift: float = 0.0  # log-odds, already weighted and capped
 
     @property
@@ -100,7 +120,6 @@ class ContextVerdict:
 
 # Categories where a request was refused, and the request fields that say which resource.
 REJECTIONS = frozenset({"memory_request_too_large", "cpu_request_too_large", "invalid_gres", "submission_rejected"})
-_ASKED = ("mem_mb", "mem_per_cpu_mb", "cpus", "gpus", "gres")
 
 
 def _asked(ctx: dict[str, Any]) -> bool:
@@ -155,6 +174,31 @@ def _module_versions(modules: Any) -> dict[str, str]:
     return out
 
 
+def _compare_modules(q: Any, l: Any, category: str, actions: list[dict[str, Any]], mentioned: str,
+                     agree, differ, strong: bool, on_fix: bool) -> None:
+    """Modules on both sides: the same name in another version differs; for a library or
+    environment failure, a module the failure or the fix names that one side lacks differs
+    too (both sides' module lists are known: an empty list is "none loaded")."""
+    q_mods, l_mods = _module_versions(q), _module_versions(l)
+    names = set(q_mods) & set(l_mods)
+    if category in _LOADER or on_fix:
+        named = {str(a.get("name") or a.get("from") or "").split("/", 1)[0].lower() for a in actions
+                 if a.get("type") == "module"}
+        text = mentioned.lower()
+        names |= {n for n in set(q_mods) | set(l_mods) if n in named or (len(n) >= 3 and n in text)}
+    if not names:
+        return
+    changed = [n for n in sorted(names) if q_mods.get(n) != l_mods.get(n)
+               and not (n in q_mods and n in l_mods and not (q_mods[n] and l_mods[n]))]
+    if changed:
+        def side(mods: dict[str, str]) -> str:
+            return ",".join(f"{n}/{mods[n]}".rstrip("/") if n in mods else f"no {n}" for n in changed)
+
+        differ("modules", side(q_mods), side(l_mods), strong, on_fix)
+    else:
+        agree("modules", strong)
+
+
 def _fix_fields(actions: list[dict[str, Any]]) -> set[str]:
     named = set()
     for a in actions or []:
@@ -190,58 +234,58 @@ def _already_satisfied(action: dict[str, Any], query: dict[str, Any], lesson: di
 
 def compare(query: dict[str, Any], lesson: dict[str, Any], *, actions: list[dict[str, Any]] | None = None,
             conditions: list[dict[str, Any]] | None = None, category: str = "unknown",
-            weights: dict[str, float] | None = None) -> ContextVerdict:
-    """How the query job's context bears on a lesson (its context, fix actions and conditions)."""
+            weights: dict[str, float] | None = None, mentioned: str = "") -> ContextVerdict:
+    """How the query job's context bears on a lesson (its context, fix actions and conditions).
+    ``mentioned``: the failure's and the fix's text, which say which modules matter."""
     verdict = ContextVerdict()
     if not query:
         return verdict
     w = {**DEFAULT_WEIGHTS, **(weights or {})}
     fix_fields = _fix_fields(actions or [])
-    counted = fix_fields | set(RELEVANT.get(category, ()))
+    decisive = fix_fields | set(DECISIVE.get(category, ()))
+    counted = decisive | set(SOFT.get(category, ()))
     shift = 0.0
     lesson = lesson or {}
     # A rejected request is about *which* resource was asked beyond what the site has, not
     # about the amount: there, a request field present on one side only is a difference,
     # and present on both an agreement (when both sides recorded a request at all).
     by_presence = category in REJECTIONS and _asked(query) and _asked(lesson)
+
+    def agree(key: str, strong: bool) -> None:
+        nonlocal shift
+        verdict.agree.append(_name(key))
+        shift += w["agree_fix" if strong else "agree_relevant"]
+
+    def differ(key: str, q: str, l: str, strong: bool, on_fix: bool) -> None:
+        nonlocal shift
+        verdict.differs.append({"field": _name(key), "query": q, "lesson": l, "kind": "context", "matters": on_fix})
+        shift -= w["differs_fix" if strong else "differs_relevant"]
+        verdict.contradicts |= strong
+
     for key in sorted(counted):
         q, l = query.get(key), lesson.get(key)
-        on_fix = key in fix_fields
+        on_fix, strong = key in fix_fields, key in decisive
         if by_presence and key in _ASKED:
             if (q is None) != (l is None):
-                verdict.differs.append({"field": _name(key), "query": show(key, q) if q is not None else "none",
-                                        "lesson": show(key, l) if l is not None else "none", "kind": "context",
-                                        "matters": on_fix})
-                shift -= w["differs_fix" if on_fix else "differs_relevant"]
-            elif q is not None:
-                verdict.agree.append(_name(key))
-                shift += w["agree_fix" if on_fix else "agree_relevant"]
+                differ(key, show(key, q) if q is not None else "none", show(key, l) if l is not None else "none",
+                       strong, on_fix)
+            elif q is None:
+                pass
+            elif key == "gres" and _gpu_types(q) != _gpu_types(l):
+                # a GPU type asked for is another request than a count: the type may be missing
+                differ(key, show(key, q), show(key, l), strong, on_fix)
+            else:
+                agree(key, strong)
             continue
         if q is None or l is None:
             continue
         if key == "modules":
-            q_mods, l_mods = _module_versions(q), _module_versions(l)
-            shared = sorted(set(q_mods) & set(l_mods))
-            if not shared:
-                continue
-            changed = [n for n in shared if q_mods[n] and l_mods[n] and q_mods[n] != l_mods[n]]
-            if changed:
-                verdict.differs.append({"field": "modules", "query": ",".join(f"{n}/{q_mods[n]}" for n in changed),
-                                        "lesson": ",".join(f"{n}/{l_mods[n]}" for n in changed),
-                                        "kind": "context", "matters": on_fix})
-                shift -= w["differs_fix" if on_fix else "differs_relevant"]
-            else:
-                verdict.agree.append(key)
-                shift += w["agree_fix" if on_fix else "agree_relevant"]
+            _compare_modules(q, l, category, actions or [], mentioned, agree, differ, strong, on_fix)
             continue
         if _same(key, q, l):
-            verdict.agree.append(_name(key))
-            shift += w["agree_fix" if on_fix else "agree_relevant"]
+            agree(key, strong)
         else:
-            verdict.differs.append({"field": _name(key),
-                                    "query": show(key, q), "lesson": show(key, l), "kind": "context",
-                                    "matters": on_fix})
-            shift -= w["differs_fix" if on_fix else "differs_relevant"]
+            differ(key, show(key, q), show(key, l), strong, on_fix)
     if query.get("script_sha256") and query.get("script_sha256") == lesson.get("script_sha256"):
         verdict.agree.append("script")
         shift += w["same_script"]

@@ -92,7 +92,8 @@ class Candidate:
                 probe.context, self.lesson.get("job_context") or {}, actions=self.lesson.get("actions") or [],
                 conditions=self.lesson.get("conditions") or [],
                 category=category if category != "unknown" else probe.signature.category,
-                weights=model.context_weights)
+                weights=model.context_weights,
+                mentioned=" ".join((probe.signature.template, self.lesson.get("template") or "", self.lesson["fix"])))
         return self.evidence
 
 

@@ -358,7 +358,7 @@ def _judged(e: Evidence, linear: LinearModel, model: RecallModel, context: Any) 
         # depends on is shown as related, with that difference spelled out.
         if adjust(linear.probability({**e.features, **_NO_CONFLICT})) >= model.match:
             found = "related"
-    if context is not None and (context.inapplicable or context.differs):
+    if context is not None and (context.inapplicable or context.contradicts):
         # The job already has what the fix asks for, lacks what the cause depends on, or its
         # facts contradict the lesson's (another request, another module version): at most
         # related, with the reasons; related whenever the text alone would match.

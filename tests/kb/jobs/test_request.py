@@ -138,5 +138,8 @@ def test_a_context_object_with_wrong_types_is_refused(raw, message):
 
 
 def test_unknown_keys_and_empty_values_are_dropped_and_the_first_source_wins():
-    assert clean_context({"mem_mb": 8192, "colour": "blue", "partition": "", "modules": []}) == {"mem_mb": 8192.0}
+    assert clean_context({"mem_mb": 8192, "colour": "blue", "partition": "", "gres": []}) == {"mem_mb": 8192.0}
+    # an empty module list is a fact: no module loaded (a library's module missing is a cause)
+    assert clean_context({"modules": []}) == {"modules": []}
+    assert merge_contexts({"modules": []}, {"modules": ["gcc/13.1.0"]}) == {"modules": []}
     assert merge_contexts({"mem_mb": 1.0}, {"mem_mb": 2.0, "cpus": 4}, None) == {"mem_mb": 1.0, "cpus": 4}

@@ -1,0 +1,204 @@
+"""Recall with and without the job's context, on the context corpus (data/corpus/context/).
+
+    .venv/bin/python bench/bench_context_recall.py [--part heldout] [--json out.json] [--write docs/benchmarks.md]
+
+The corpus holds real failures made on the project's Slurm harness, each with the job context
+Slurm, the script and the job's environment gave (see its README). Each class gets one lesson,
+recorded from its first instance (by id) with the class's cause, fix and actions and that
+instance's context, as `hpcmem record --script/--sbatch-args` would store it. Lessons of every
+class are in the store (both parts), so look-alike classes compete. The part's other instances
+are the queries, asked twice in the same run:
+
+- **with context**: the error text and the instance's context (as an agent passes its script);
+- **text only**: the error text alone (context withheld);
+
+and a BM25 baseline over the lessons' recorded texts (the text alone; its best threshold on
+this corpus's calibration part is not needed: it is reported without one, as a ranking).
+
+Metrics: known top-1 (the right lesson first and in the match band), wrong answers among
+match-band answers (the first match-band lesson is another class's), other classes' lessons
+anywhere in the match band (a look-alike whose context contradicts the query's applied), and
+abstention on recurrences (no match at all). Aggregates only: the script prints no query.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+CORPUS = REPO / "data" / "corpus" / "context"
+SECTION = "## Recall with the job's context (context corpus)"
+sys.path.insert(0, str(HERE))
+
+
+def load() -> tuple[dict[str, dict], list[dict]]:
+    classes = {c["class"]: c for c in map(json.loads, (CORPUS / "classes.jsonl").read_text().splitlines())}
+    instances = [json.loads(line) for line in (CORPUS / "instances.jsonl").read_text().splitlines() if line.strip()]
+    return classes, sorted(instances, key=lambda i: i["id"])
+
+
+def corpus_actions(cls: dict) -> list[str]:
+    """The class's actions in `hpcmem record --action` form (the corpus writes sbatch ones as
+    `#SBATCH --mem=200M`); an action in another form stays in the fix text only."""
+    from hpcmem.kb.errors import InputError
+    from hpcmem.kb.lessons.actions import parse_action
+
+    out = []
+    for action in cls.get("actions") or []:
+        action = re.sub(r"^#SBATCH\s+", "", action.strip())
+        try:
+            parse_action(action)
+        except InputError:
+            continue
+        out.append(action)
+    return out
+
+
+def build_store(classes: dict[str, dict], instances: list[dict]):
+    from hpcmem.kb.config import load_config
+    from hpcmem.kb.jobs.context import clean_context
+    from hpcmem.kb.lessons.from_error import record
+    from hpcmem.kb.recall.embed import Embedder, embed_missing_signatures, model_spec
+    from hpcmem.kb.store.stack import StoreStack
+
+    config = load_config()
+    stack = StoreStack.from_config(config)
+    lesson_class, lesson_instance = {}, set()
+    for name, cls in sorted(classes.items()):
+        first = next(i for i in instances if i["class"] == name)
+        lesson = record(stack, cause=cls["cause"], fix=cls["fix"], author="bench", source="human",
+                        error_text=first["text"], actions=corpus_actions(cls),
+                        job_context=clean_context(first["context"]))
+        lesson_class[lesson["lesson_id"]] = name
+        lesson_instance.add(first["id"])
+    embedder = Embedder(model_spec(config))
+    embed_missing_signatures(stack.user, embedder)
+    return config, stack, embedder, lesson_class, lesson_instance
+
+
+def hpcmem_run(config, stack, embedder, lesson_class, queries, *, with_context: bool) -> list[dict]:
+    from hpcmem.kb.jobs.context import clean_context
+    from hpcmem.kb.recall.recaller import Recaller, RecallQuery
+
+    recaller = Recaller(stack, config, allow_model=True, embedder_factory=lambda: embedder, record_events=False)
+    out = []
+    try:
+        for q in queries:
+            context = clean_context(q["context"]) if with_context else {}
+            started = time.perf_counter()
+            result = recaller.recall(RecallQuery(text=q["text"], limit=10, context=context))
+            out.append({"truth": q["class"], "seconds": time.perf_counter() - started,
+                        "ranked": [(lesson_class[m["lesson_id"]], m["band"]) for m in result["matches"]],
+                        "decided": result["context_decided"]})
+    finally:
+        recaller.close()
+    return out
+
+
+def bm25_run(classes, instances, lesson_instance, queries) -> list[dict]:
+    """BM25 (k1 1.2, b 0.75) of each query against the lessons' recorded texts."""
+    token = re.compile(r"[A-Za-z][A-Za-z0-9_.+-]*")
+    docs = [(i["class"], Counter(w.lower() for w in token.findall(i["text"]))) for i in instances
+            if i["id"] in lesson_instance]
+    n, avg = len(docs), sum(sum(d.values()) for _, d in docs) / len(docs)
+    df = Counter(w for _, d in docs for w in d)
+    out = []
+    for q in queries:
+        words = {w.lower() for w in token.findall(q["text"])}
+        scores = []
+        for name, d in docs:
+            length = sum(d.values())
+            s = sum(math.log(1 + (n - df[w] + 0.5) / (df[w] + 0.5)) * d[w] * 2.2 / (d[w] + 1.2 * (0.25 + 0.75 * length / avg))
+                    for w in words if w in d)
+            scores.append((s, name))
+        scores.sort(key=lambda t: -t[0])
+        out.append({"truth": q["class"], "ranked": [(name, "match") for s, name in scores if s > 0]})
+    return out
+
+
+def metrics(answers: list[dict], classes: dict[str, dict]) -> dict[str, float]:
+    n = len(answers)
+    first_match = [next((c for c, band in a["ranked"] if band == "match"), None) for a in answers]
+    answered = [(a, f) for a, f in zip(answers, first_match) if f is not None]
+    wrong = sum(1 for a, f in answered if f != a["truth"])
+    others = sum(1 for a in answers for c, band in a["ranked"] if band == "match" and c != a["truth"])
+    family = {name: c.get("family") for name, c in classes.items()}
+    lookalikes = sum(1 for a in answers for c, band in a["ranked"]
+                     if band == "match" and c != a["truth"] and family.get(c) == family.get(a["truth"]))
+    return {
+        "queries": n,
+        "known_top1": sum(1 for a, f in zip(answers, first_match) if f == a["truth"]) / n if n else 0.0,
+        "right_first_any_band": sum(1 for a in answers if a["ranked"] and a["ranked"][0][0] == a["truth"]) / n if n else 0.0,
+        "answered": len(answered) / n if n else 0.0,
+        "wrong_among_answers": wrong / len(answered) if answered else 0.0,
+        "other_class_in_match_band": others,
+        "lookalike_in_match_band": lookalikes,
+        "context_decided": sum(1 for a in answers if a.get("decided")) / n if n else 0.0,
+    }
+
+
+def render(part: str, rows: dict[str, dict], sizes: dict[str, int], seconds: float) -> str:
+    lines = [SECTION, "",
+             f"Part **{part}** of `data/corpus/context/` (real failures made on the project's Slurm harness, "
+             f"with their real job context; see its README): {sizes['classes']} classes with a lesson each "
+             f"(recorded from each class's first instance with that instance's context), {rows['hpcmem, with context']['queries']} "
+             f"queries of this part. The context rules were written before this corpus existed and were not fitted "
+             "on it. Reproduce: `.venv/bin/python bench/bench_context_recall.py --part "
+             f"{part} --write docs/benchmarks.md`.", "",
+             "| method | known top-1 | right lesson first (any band) | answered | wrong answers among match-band answers | other classes' lessons in the match band | of them look-alikes (same family) | context decided |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for name, m in rows.items():
+        decided = f"{m['context_decided']:.3f}" if "with context" in name else "-"
+        if name.startswith("BM25"):
+            lines.append(f"| {name} | - | {m['right_first_any_band']:.3f} | - | - | - | - | - |")
+            continue
+        lines.append(f"| {name} | {m['known_top1']:.3f} | {m['right_first_any_band']:.3f} | {m['answered']:.3f} | "
+                     f"{m['wrong_among_answers']:.3f} | {m['other_class_in_match_band']} | {m['lookalike_in_match_band']} | {decided} |")
+    lines += ["", f"One run, {seconds:.0f} s in all (store, both hpcmem runs and BM25).", ""]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--part", default="heldout", choices=("calibration", "heldout"))
+    parser.add_argument("--json", type=Path)
+    parser.add_argument("--write", type=Path)
+    args = parser.parse_args()
+    started = time.perf_counter()
+    tmp = tempfile.TemporaryDirectory(prefix="hpcmem-context-")
+    os.environ["HPCMEM_HOME"] = tmp.name
+    os.environ["HPCMEM_DISABLE_LOCAL_CONFIG"] = "1"
+    classes, instances = load()
+    config, stack, embedder, lesson_class, lesson_instance = build_store(classes, instances)
+    queries = [i for i in instances if i["split"] == args.part and i["id"] not in lesson_instance]
+    rows = {
+        "hpcmem, with context": metrics(hpcmem_run(config, stack, embedder, lesson_class, queries, with_context=True),
+                                        classes),
+        "hpcmem, text only (context withheld)": metrics(
+            hpcmem_run(config, stack, embedder, lesson_class, queries, with_context=False), classes),
+        "BM25 (raw text), ranking only": metrics(bm25_run(classes, instances, lesson_instance, queries), classes),
+    }
+    stack.dispose()
+    seconds = time.perf_counter() - started
+    body = render(args.part, rows, {"classes": len(classes)}, seconds)
+    print(body)
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2))
+    if args.write:
+        from markdown_section import write_section
+
+        write_section(args.write, SECTION, body)
+
+
+if __name__ == "__main__":
+    main()

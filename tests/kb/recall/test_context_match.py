@@ -1,0 +1,84 @@
+"""The job context as evidence (kb/recall/context_match.py): which facts count, when they
+agree, differ or contradict, and when a lesson's fix cannot help the job."""
+
+from __future__ import annotations
+
+from hpcmem.kb.recall.context_match import compare
+
+MEM_32G = [{"type": "sbatch", "option": "--mem", "from": "8G", "to": "32G"}]
+
+
+def test_amounts_agree_within_a_quarter_and_differ_beyond():
+    same = compare({"mem_mb": 8000.0}, {"mem_mb": 8192.0}, actions=MEM_32G, category="host_oom")
+    assert same.agree == ["mem"] and not same.differs and same.shift > 0
+    other = compare({"mem_mb": 16384.0}, {"mem_mb": 8192.0}, actions=MEM_32G, category="host_oom")
+    assert other.differs == [{"field": "mem", "query": "16G", "lesson": "8G", "kind": "context", "matters": True}]
+    assert other.contradicts and other.shift < 0 and not other.inapplicable
+
+
+def test_a_fix_the_job_already_has_makes_the_lesson_inapplicable():
+    v = compare({"mem_mb": 65536.0}, {"mem_mb": 8192.0}, actions=MEM_32G, category="host_oom")
+    assert v.inapplicable == ["the job already asked --mem=64G; the fix asks 32G"]
+    more_time = [{"type": "sbatch", "option": "--time", "from": "1:00:00", "to": "4:00:00"}]
+    assert compare({"time_limit_s": 4 * 3600}, {}, actions=more_time, category="time_limit").inapplicable
+    assert not compare({"time_limit_s": 3600}, {}, actions=more_time, category="time_limit").inapplicable
+
+
+def test_a_fix_that_lowers_a_request_is_satisfied_from_below():
+    fewer = [{"type": "sbatch", "option": "--cpus-per-task", "to": "64"}]
+    lesson = {"cpus": 256}
+    assert not compare({"cpus": 128}, lesson, actions=fewer, category="cpu_request_too_large").inapplicable
+    assert compare({"cpus": 32}, lesson, actions=fewer, category="cpu_request_too_large").inapplicable
+
+
+def test_a_rejected_request_is_compared_by_which_resources_were_asked():
+    gpu_lesson = {"partition": "cpu", "gres": ["gpu:1"], "gpus": 1}
+    v = compare({"partition": "cpu", "mem_mb": 716800.0}, gpu_lesson, category="memory_request_too_large")
+    assert v.contradicts and {d["field"] for d in v.differs} == {"gpus", "gres", "mem"}
+    same = compare({"partition": "cpu", "gres": ["gpu:4"], "gpus": 4}, gpu_lesson, category="memory_request_too_large")
+    assert not same.differs and {"gres", "gpus", "partition"} <= set(same.agree)
+    typed = compare({"partition": "cpu", "gres": ["gpu:v100:1"], "gpus": 1}, gpu_lesson,
+                    category="memory_request_too_large")
+    assert [d["field"] for d in typed.differs] == ["gres"]  # a GPU type asked is another request
+
+
+def test_a_module_the_failure_names_loaded_on_one_side_only_contradicts():
+    swap = [{"type": "module", "op": "swap", "from": "hpcfft/2.0", "name": "hpcfft/1.0"}]
+    v = compare({"modules": ["gcc/13.1.0"]}, {"modules": ["hpcfft/2.0"]}, actions=swap,
+                category="missing_shared_library", mentioned="libhpcfft.so.1: cannot open shared object file")
+    assert v.differs == [{"field": "modules", "query": "no hpcfft", "lesson": "hpcfft/2.0", "kind": "context",
+                          "matters": True}]
+    assert v.contradicts
+    # gcc is loaded on one side only, but neither the failure nor the fix names it: no evidence
+    quiet = compare({"modules": ["gcc/13.1.0", "hpcfft/2.0"]}, {"modules": ["hpcfft/2.0"]}, actions=swap,
+                    category="missing_shared_library", mentioned="libhpcfft.so.1: cannot open shared object file")
+    assert quiet.agree == ["modules"] and not quiet.differs
+
+
+def test_unknown_modules_are_told_apart_by_the_text_not_by_what_was_loaded():
+    v = compare({"modules": ["gcc/12.2.0"], "partition": "debug"}, {"modules": ["cuda/12.4"], "partition": "main"},
+                category="unknown_module")
+    assert not v.contradicts  # the partition is soft evidence there: it lowers, it does not veto
+    assert v.differs[0]["field"] == "partition" and v.shift < 0
+
+
+def test_a_timeout_under_another_qos_contradicts():
+    v = compare({"time_limit_s": 60, "qos": "short"}, {"time_limit_s": 60, "qos": "normal"}, category="time_limit")
+    assert v.contradicts and v.differs[0]["field"] == "qos"
+
+
+def test_a_partition_the_fix_moves_to_is_not_where_the_cause_is():
+    to_gpu = [{"type": "sbatch", "option": "--partition", "to": "gpu"}]
+    conditions = [{"kind": "partition", "name": "gpu"}]
+    v = compare({"partition": "cpu", "gres": ["gpu:1"], "gpus": 1}, {"partition": "cpu", "gres": ["gpu:1"], "gpus": 1},
+                actions=to_gpu, conditions=conditions, category="memory_request_too_large")
+    assert not v.inapplicable and not v.differs
+    cause_there = compare({"partition": "cpu"}, {}, conditions=[{"kind": "partition", "name": "gpu"}],
+                          category="unknown_module")
+    assert cause_there.inapplicable == ["the lesson's cause is on partition gpu; this job ran on cpu"]
+
+
+def test_no_context_is_no_evidence():
+    assert not compare({}, {"mem_mb": 8192.0}, actions=MEM_32G, category="host_oom").decided
+    v = compare({"partition": "cpu"}, {}, actions=MEM_32G, category="host_oom")
+    assert not v.differs and not v.agree and v.shift == 0
