@@ -356,6 +356,7 @@ def event_rows(event: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | 
         "constraints": None, "max_rss_mb": None, "elapsed_s": event.get("elapsed_s"),
         "nodes": event.get("nodes"), "work_dir": event.get("work_dir"), "submit_line": None,
         "modules": event.get("modules") or None, "source": "epilog", **times,
+        "job_context": _job_context(event),
     }
     excerpt = event.get("log_excerpt")
     if excerpt:
@@ -905,3 +906,12 @@ def _event_name_of_temp(name: str) -> str | None:
         return None
     target = ".".join(parts[1:-2])
     return target if target.endswith(".json") else None
+
+
+def _job_context(event: dict[str, Any]) -> dict[str, Any] | None:
+    """What the epilog knows of the job beyond the occurrence's columns (kb/jobs/context.FIELDS):
+    the program it ran (scontrol's Command, the batch script)."""
+    command = event.get("command")
+    if not isinstance(command, str) or not command.strip():
+        return None
+    return {"command": command.strip().split()[0].rsplit("/", 1)[-1][:512]}

@@ -180,6 +180,11 @@ class RowPreparer:
         return signature
 
     def _redacted(self, row: dict[str, Any]) -> dict[str, Any]:
+        if row.get("job_context"):
+            from hpcmem.kb.safety.normalise import scrub_value
+
+            row["job_context"], count = scrub_value(row["job_context"])
+            self.stats.redactions += count
         for key in REDACTED_FIELDS:
             value = row.get(key)
             if value:

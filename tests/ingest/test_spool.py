@@ -56,7 +56,7 @@ def occurrences(store) -> dict[str, dict]:
         rows = session.execute(select(Occurrence, Signature.category).join(Signature, Signature.id == Occurrence.signature_id))
         return {occ.job_id: {"state": occ.state, "category": cat, "source": occ.source, "exit_code": occ.exit_code,
                              "log_excerpt": occ.log_excerpt, "job_name": occ.job_name, "modules": occ.modules,
-                             "message": occ.message} for occ, cat in rows}
+                             "message": occ.message, "job_context": occ.job_context} for occ, cat in rows}
 
 
 def signature_counts_consistent(store) -> bool:
@@ -105,6 +105,7 @@ def test_drain_ingests_each_reference_job_once(store_factory, tmp_path):
     assert all(o["source"] == "epilog" for o in found.values())
     assert "KeyError: 'missing_key_0'" in found["3"]["log_excerpt"]
     assert found["3"]["exit_code"] == 3 and found["5"]["exit_code"] == 3
+    assert found["4"]["job_context"] == {"command": "oom.sh"}  # the program, beyond the columns
     with store.session() as session:
         records = {r.job_id: r for r in session.scalars(select(JobRecord))}
     assert (records["2"].state, records["2"].failed) == ("COMPLETED", False)
@@ -180,6 +181,7 @@ def test_epilog_event_after_sacct_keeps_what_only_sacct_knew(store_factory, tmp_
     assert (after.submit_line, after.max_rss_mb, after.state) == (before.submit_line, before.max_rss_mb, "OUT_OF_MEMORY")
     occ = occurrences(store)["4"]
     assert occ["category"] == "host_oom" and "oom-kill event" in occ["log_excerpt"]
+    assert occ["job_context"] == {"command": "oom.sh"}
     assert signature_counts_consistent(store)
 
 
