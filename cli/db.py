@@ -111,6 +111,9 @@ def db_scrub(
     report = scrub_store(store, dry_run=dry_run, actor=getpass.getuser())
     if not dry_run:
         _vectors_after_scrub(store, report)
+        from hpcmem.kb.store.redaction_meta import record_redaction_digest
+
+        record_redaction_digest(store)  # its text now follows these rules (`hpcmem doctor` compares)
     if json_:
         emit_json(report.as_dict())
     else:

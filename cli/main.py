@@ -32,6 +32,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "db": ("db", "app", "group"),
     "config": ("config_cmd", "app", "group"),
     "stores": ("stores", "stores", "command"),
+    "doctor": ("doctor", "doctor", "command"),
     "model": ("model", "app", "group"),
     "mcp": ("mcp_server", "mcp", "command"),
     "serve": ("serve", "serve", "command"),

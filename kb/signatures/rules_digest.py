@@ -82,6 +82,9 @@ def rules_digest(site_path: str | None) -> str:
     add("site", _read(site_path) if site_path else b"")
     for path in redaction_files():
         add(f"redaction.{os.path.basename(path)}", _read(path))
+    from hpcmem.kb.safety.redact import rules_digest as redaction_digest
+
+    add("redaction.rules", redaction_digest())  # gitleaks' config from the wheel (or none), the scanner's version
     return h.hexdigest()
 
 

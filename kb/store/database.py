@@ -393,8 +393,12 @@ class Store:
                     self._refuse_unversioned(conn)
                 migrate.upgrade(conn, revision)
                 if before is None and revision == "head":
-                    # A new store: its fingerprints will all be computed under these rules.
+                    # A new store: its fingerprints will all be computed under these rules,
+                    # and its text redacted under these (kb/store/redaction_meta.py).
                     write_rules_digest(conn)
+                    from hpcmem.kb.store.redaction_meta import write_redaction_digest
+
+                    write_redaction_digest(conn)
                 if self.stand_in:
                     # The id vector indexes know a store by (recall.vector_index.STORE_ID_KEY): a stable
                     # one, so recalls before the first record do not each leave an index lock file.
