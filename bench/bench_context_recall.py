@@ -165,7 +165,32 @@ def render(part: str, rows: dict[str, dict], sizes: dict[str, int], seconds: flo
         lines.append(f"| {name} | {m['known_top1']:.3f} | {m['right_first_any_band']:.3f} | {m['answered']:.3f} | "
                      f"{m['wrong_among_answers']:.3f} | {m['other_class_in_match_band']} | {m['lookalike_in_match_band']} | {decided} |")
     lines += ["", f"One run, {seconds:.0f} s in all (store, both hpcmem runs and BM25).", ""]
+    notes = NOTES.get(part)
+    if notes:
+        lines += [notes.strip(), ""]
     return "\n".join(lines)
+
+
+# What each part's figures mean, kept here so a rerun with --write keeps the record.
+NOTES = {"heldout": """
+How this came to be (2026-12-05). The context rules (`kb/recall/context_match.py`) were written
+from the issue and the project's own scenarios (`tests/cli/test_context_recall.py`: a learned
+8G -> 32G / 32G -> 64G ladder, node configuration for GPUs, CPUs and memory), then adjusted on
+this corpus's calibration part, inspected case by case (26 instances; it holds the job-ended,
+module and library families: known top-1 0.833 with context vs 0.444 text only, no wrong
+answer, no other class's lesson in the match band). The corpus's seeded split put every
+out-of-memory and every refused-submission family in the held-out part, so nothing of those
+families was seen before this run. These are the only figures of the held-out part (the same
+code ran twice, to print and then to write this section, with identical results); no query
+of it was read. Against issue 26's targets on this part it falls short: known top-1 0.484
+(target 0.95) and 3 other classes' lessons in the match band (target 0). Context does what it
+is meant to where it speaks - wrong answers among match-band answers fall from 0.360 to 0.167
+and look-alike lessons applied from 25 to 3, and the right lesson is first more often (0.742 vs
+0.645) - but it abstains on too much: 0.581 of the queries are answered against 0.806 from the
+text alone. A validation collection of new real failures (`data/corpus/context-validation/`,
+made after this run) is where the next changes are to be chosen; this part is then run once
+more and reported beside this row.
+"""}
 
 
 def main() -> None:
