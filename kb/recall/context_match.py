@@ -9,7 +9,9 @@ recall compares the query's job context with the context the lesson was born wit
 - the fields its fix changes (``--mem`` -> memory, ``module load`` -> modules, ``-p`` -> partition);
 - the fields its failure category depends on (``DECISIVE``, ``SOFT``: an OOM depends on memory, a
   rejected GRES request on the GPUs asked for);
-- the same script (digest) or program, which says it is the same job.
+- the same script (digest) or program, which says it is the same job; a lesson whose fix is
+  sized for another program's job (its ``--mem``, ``--time``, CPUs) is at most related unless
+  the facts that count agree and none differs.
 
 Each counted field either *agrees* or *differs* (``{"field": "mem", "query": "32G", "lesson":
 "8G"}``); a field one side does not know is no evidence either way. Amounts agree within a
@@ -45,6 +47,8 @@ _OPTION_FIELD = {
     "--constraint": ("constraint", "text"),
 }
 _SUBMISSION = ("partition", "account", "qos")
+# request fields a fix sizes for one job
+_SIZED = frozenset({"mem_mb", "mem_per_cpu_mb", "time_limit_s", "cpus", "gpus", "nodes"})
 # the request fields that say which resource a rejected request asked for
 _ASKED = ("mem_mb", "mem_per_cpu_mb", "cpus", "gpus", "gres")
 _ENVIRONMENT = ("conda_env", "venv")
@@ -187,6 +191,8 @@ def _compare_modules(q: Any, l: Any, category: str, actions: list[dict[str, Any]
         text = mentioned.lower()
         names |= {n for n in set(q_mods) | set(l_mods) if n in named or (len(n) >= 3 and n in text)}
     if not names:
+        if category in _LOADER:
+            agree("modules", strong)  # both lists known, neither loads a module the failure names
         return
     changed = [n for n in sorted(names) if q_mods.get(n) != l_mods.get(n)
                and not (n in q_mods and n in l_mods and not (q_mods[n] and l_mods[n]))]
@@ -286,12 +292,25 @@ def compare(query: dict[str, Any], lesson: dict[str, Any], *, actions: list[dict
             agree(key, strong)
         else:
             differ(key, show(key, q), show(key, l), strong, on_fix)
+    decisive_facts = bool(verdict.agree)  # before the program's own agreement below
     if query.get("script_sha256") and query.get("script_sha256") == lesson.get("script_sha256"):
         verdict.agree.append("script")
         shift += w["same_script"]
     elif query.get("command") and query.get("command") == lesson.get("command"):
         verdict.agree.append("command")
         shift += w["same_command"]
+    else:
+        # A lesson learnt for another program (its command, or its job name when neither side
+        # knows the command) applies only where the job's facts say the same thing: with no
+        # agreeing fact, or with any differing one, it is at most related.
+        # Only a fix sized for that job counts so (a --mem, --time or CPU count): a general
+        # fix (source Lmod's init, load the library's module) holds for any program.
+        key = "command" if query.get("command") and lesson.get("command") else "job_name"
+        if query.get(key) and lesson.get(key) and query[key] != lesson[key]:
+            verdict.differs.append({"field": "program" if key == "command" else "job_name", "query": query[key],
+                                    "lesson": lesson[key], "kind": "context", "matters": False})
+            if fix_fields & _SIZED:
+                verdict.contradicts |= not decisive_facts or len(verdict.differs) > 1
     verdict.shift = max(-w["most"], min(w["most"], shift))
     for action in actions or []:
         reason = _already_satisfied(action, query, lesson)

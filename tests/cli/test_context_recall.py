@@ -219,3 +219,22 @@ def test_batch_lines_carry_their_own_context(ladder, tmp_path):
     answers = {d["id"]: d for d in map(json.loads, done.stdout.splitlines())}
     assert to_mem(answers["a"]["matches"][0]) == "64G" and to_mem(answers["b"]["matches"][0]) == "32G"
     assert "context.mem_mb must be a non-negative number" in answers["c"]["error"]
+
+
+def test_a_lesson_for_another_script_never_offers_less_than_just_failed(hpcmem_home, tmp_path):
+    # issue 34: --mem=600M was recorded for prep.sh; train.sh asked 700M and ran out of memory
+    prep, train = tmp_path / "prep.sh", tmp_path / "train.sh"
+    prep.write_text("#!/bin/bash\n#SBATCH --mem=500M\npython3 prep.py\n")
+    train.write_text("#!/bin/bash\n#SBATCH --mem=700M\npython3 train.py\n")
+    _record("--error", OOM, "--script", str(prep), "--cause", "prep needs ~550M", "--fix", "ask 600M",
+            "--action", "--mem=600M")
+    code, doc = recall_json("--script", str(train), OOM)
+    assert code == 1 and doc["matches"][0]["band"] == "related"
+    assert doc["matches"][0]["inapplicable"] == ["the job already asked --mem=700M; the fix asks 600M"]
+    other = tmp_path / "other.sh"  # another script, nothing known of its request: not applied either
+    other.write_text("#!/bin/bash\npython3 other.py\n")
+    code, doc = recall_json("--script", str(other), OOM)
+    assert code == 1 and {"field": "program", "query": "other.py", "lesson": "prep.py", "kind": "context",
+                          "matters": False} in doc["matches"][0]["differs"]
+    code, doc = recall_json("--script", str(prep), OOM)  # the same script: the lesson applies
+    assert code == 0 and doc["matches"][0]["band"] == "match"

@@ -82,3 +82,20 @@ def test_no_context_is_no_evidence():
     assert not compare({}, {"mem_mb": 8192.0}, actions=MEM_32G, category="host_oom").decided
     v = compare({"partition": "cpu"}, {}, actions=MEM_32G, category="host_oom")
     assert not v.differs and not v.agree and v.shift == 0
+
+
+def test_a_lesson_for_another_program_needs_the_facts_to_agree():
+    more = [{"type": "sbatch", "option": "--mem", "to": "600M"}]
+    lesson = {"mem_mb": 500.0, "command": "prep.sh"}
+    # another script and nothing else known: at most related, with the program named
+    bare = compare({"command": "train.sh"}, lesson, actions=more, category="host_oom")
+    assert bare.contradicts and bare.differs == [{"field": "program", "query": "train.sh", "lesson": "prep.sh",
+                                                  "kind": "context", "matters": False}]
+    # another script that asked the same and failed the same way: the facts agree
+    same_request = compare({"command": "train.sh", "mem_mb": 500.0}, lesson, actions=more, category="host_oom")
+    assert not same_request.contradicts and "mem" in same_request.agree
+    # issue 34's case: train.sh asked 700M, the lesson's fix is 600M: below what just failed
+    below = compare({"command": "train.sh", "mem_mb": 700.0}, lesson, actions=more, category="host_oom")
+    assert below.inapplicable and below.contradicts
+    # the same program is agreement, whatever the script's digest
+    assert "command" in compare({"command": "prep.sh"}, lesson, actions=more, category="host_oom").agree
