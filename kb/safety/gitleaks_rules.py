@@ -34,11 +34,9 @@ JSON file. Regexes are compiled when their keyword first occurs (``gitleaks_scan
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -195,6 +193,8 @@ def _compile(pattern: str, where: str) -> None:
 
 def build(toml_text: str) -> dict[str, Any]:
     """The checked, translated table of a gitleaks config (what the cache holds)."""
+    import tomllib  # (a cold load only)
+
     try:
         config = tomllib.loads(toml_text)
     except tomllib.TOMLDecodeError as exc:
@@ -256,6 +256,8 @@ def load(cache_dir: Path | None = None) -> RuleTable:
     cache = (cache_dir or _cache_dir()) / CACHE_NAME
     data = _read_cache(cache, key)
     if data is None:
+        import hashlib
+
         toml_text = embedded_toml(binary)
         data = {**key, **build(toml_text), "toml_sha256": hashlib.sha256(toml_text.encode()).hexdigest(),
                 "version": _wheel_version()}

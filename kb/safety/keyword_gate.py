@@ -20,6 +20,8 @@ from typing import Iterable
 
 __all__ = ["KeywordGate", "backend"]
 
+_NONE: frozenset[int] = frozenset()
+
 
 def backend() -> str:
     """The implementation a new gate uses: ``ahocorasick-rs`` or ``python``."""
@@ -45,7 +47,8 @@ class KeywordGate:
             find = automaton.find_matches_as_indexes
 
             def found(text: str) -> set[int]:
-                return {match[0] for match in find(text, overlapping=True)}
+                matches = find(text, overlapping=True)
+                return {match[0] for match in matches} if matches else _NONE
         else:
             index = {word: i for i, word in enumerate(self.words)}
             # finditer finds the longest word at each position it tries and goes on after it.

@@ -726,9 +726,11 @@ class _Engine:
         self.keyword = tuple(w if w in keywords else None for w in self.gate.words)
         self.hpc = tuple(frozenset(guards.get(w, ())) for w in self.gate.words)
 
-    def piece(self, piece: str, kinds: list[str]) -> tuple[str, int]:
-        """One line-aligned piece through gitleaks' rules, then the HPC line rules."""
-        found = self.gate.found(piece.lower())
+    def piece(self, piece: str, kinds: list[str], found: set[int] | None = None) -> tuple[str, int]:
+        """One line-aligned piece through gitleaks' rules, then the HPC line rules
+        (``found``: the gate's answer for the piece, when the caller has it)."""
+        if found is None:
+            found = self.gate.found(piece.lower())
         if not found:
             return piece, 0
         total = 0
@@ -806,13 +808,16 @@ def _kind_rank(kind: str) -> tuple[int, str]:
 
 def _run(text: str) -> tuple[str, int, list[str]]:
     kinds: list[str] = []
-    engine = _engine()
+    engine = _ENGINE or _engine()
     total = 0
     # Key blocks span lines: those rules run on the whole text first (each checks its guard).
     if "PRIVATE KEY" in text or "Private-Lines:" in text:
         text, total = _run_rules(text, _BLOCK_RULES, kinds)
     if len(text) <= _SHORT:
-        text, count = engine.piece(text, kinds)
+        found = engine.gate.found(text.lower())
+        if not found:  # most short texts: no word of any rule
+            return text, total, kinds
+        text, count = engine.piece(text, kinds, found)
         total += count
     else:
         # The other rules are line-local: they run on line-aligned pieces of at most _SHORT
