@@ -286,6 +286,8 @@ def _render(result: dict[str, Any]) -> None:
         lines = [Text("Cause: ", style="bold") + Text(item["cause"]), Text("Fix:   ", style="bold") + Text(item["fix"])]
         if item["actions"]:
             lines.append(Text("Do:    ", style="bold") + Text("; ".join(describe_action(a) for a in item["actions"])))
+        if item.get("note"):
+            lines.append(Text(item["note"], style="yellow"))
         stdout.print(Panel(Group(*lines), title="built-in advice (general, not a stored lesson)", title_align="left",
                            expand=False), soft_wrap=False)
     if seen["count"]:

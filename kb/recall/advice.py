@@ -19,11 +19,19 @@ Inputs:
 
 Rules with numbers (documented here because tests pin them):
 
-- memory (``host_oom``): ``max(1.25 x MaxRSS, 1.5 x request)``; only MaxRSS known:
-  ``1.5 x MaxRSS``; MaxRSS unknown: ``2 x request``. Rounded up by ``round_up_memory``:
-  128M steps below 1G, whole G up to 16G, 4G steps up to 64G, 16G steps above.
-  MaxRSS 7.9G on an 8G request gives 12G. A request made with ``--mem-per-cpu`` gets
-  a ``--mem-per-cpu`` suggestion (the total over the job's CPUs, rounded the same way).
+- memory (``host_oom``): a killed job's MaxRSS stops at its limit, so it is a lower bound:
+  ``2 x`` the largest request that ran out of memory (this one, or the same job's earlier
+  runs in ``history``: same name and directory); when MaxRSS is well below the request
+  (under 80 %: a peak the 30 s sampling missed), ``max(1.25 x MaxRSS, 1.5 x request)``;
+  only MaxRSS known: ``1.5 x MaxRSS``. When the same job completed with a larger request,
+  that request. Rounded up by ``round_up_memory``: 128M steps below 1G, whole G up to 16G,
+  4G steps up to 64G, 16G steps above. MaxRSS 7.9G on an 8G request gives 16G; a job that ran
+  out at 100M and then at 256M gets 512M. The suggestion is checked against the most one
+  node of the partition gives (``MaxMemPerNode``, or a one-node partition's memory, from
+  ``env``): above it, the partitions with larger nodes are named, or the cap is proposed
+  with the advice to hold less at once. A request made with ``--mem-per-cpu`` gets a
+  ``--mem-per-cpu`` suggestion (the total over the job's CPUs, rounded the same way).
+  ``seff`` is named only where it is installed.
 - time (``time_limit``): ``1.5 x limit`` (x elapsed when the limit is unknown), rounded up by
   ``round_up_time``: 15-minute steps below an hour, whole hours above. A 4 h limit
   gives 06:00:00. When the partition's MaxTime (from ``env``) is shorter, the advice
@@ -41,7 +49,7 @@ import re
 from typing import Any, Callable
 
 from hpcmem.kb.jobs.context import Facts
-from hpcmem.kb.slurm_units import format_time_limit
+from hpcmem.kb.slurm_units import format_time_limit, parse_size_mb
 
 __all__ = ["advice_for", "advised_categories", "round_up_memory", "round_up_time", "suggest_memory_mb",
            "suggest_time_s", "ADVICE"]
@@ -128,11 +136,70 @@ def _clock(seconds: int | None) -> str:
 # --------------------------------------------------------------------------- memory
 
 
+def _usage_check(f: Facts) -> str:
+    """How to see what a job used, naming only tools this node has: ``seff`` is a contrib
+    script that many sites (and Debian's Slurm packages) do not install."""
+    import shutil
+
+    seff = "`seff <jobid>` or " if shutil.which("seff") else ""
+    return (f"Check what a finished job really used with {seff}`sacct -j <jobid> -o JobID,ReqMem,MaxRSS,State` "
+            "(a running one: `sstat -j <jobid> -o MaxRSS`).")
+
+
+_OOM_STATES = frozenset({"OUT_OF_MEMORY", "OOM"})
+
+
+def _earlier_runs(f: Facts) -> tuple[list[float], list[float]]:
+    """(requests that ran out of memory before, requests that completed) of the same job."""
+    failed, done = [], []
+    for run in f.get("history") or []:
+        mem = run.get("req_mem_mb")
+        if not mem:
+            continue
+        if run.get("state") in _OOM_STATES:
+            failed.append(float(mem))
+        elif run.get("state") == "COMPLETED":
+            done.append(float(mem))
+    return failed, done
+
+
+def _node_memory_cap(f: Facts, partition: str | None) -> tuple[float | None, list[str]]:
+    """The most memory one node of ``partition`` can give a job (MaxMemPerNode, or the memory
+    of a one-node partition), and the partitions that give more, largest first."""
+    def cap(p: dict[str, Any]) -> float | None:
+        if p.get("max_mem_per_node_mb"):
+            return float(p["max_mem_per_node_mb"])
+        tres = p.get("tres") or {}
+        if str(tres.get("node")) == "1" and tres.get("mem"):
+            try:
+                return parse_size_mb(str(tres["mem"]))
+            except (ValueError, KeyError):
+                return None
+        return None
+
+    parts = f.partitions
+    mine = cap(parts[partition]) if partition in parts else None
+    others = sorted(((cap(p), name) for name, p in parts.items() if name != partition and cap(p)),
+                    key=lambda t: -t[0])
+    return mine, [name for size, name in others if mine is None or size > mine]
+
+
 def host_oom(f: Facts) -> list[dict[str, Any]]:
     req, rss, cpus = f.get("req_mem_mb"), f.get("max_rss_mb"), f.get("req_cpus")
-    check = ("Check what a finished job really used with `seff <jobid>` (or `sacct -j <jobid> "
-             "-o JobID,ReqMem,MaxRSS`), and a running one with `sstat -j <jobid> -o MaxRSS`.")
+    check = _usage_check(f)
+    failed_before, completed = _earlier_runs(f)
+    tried = sorted({*failed_before, *([req] if req else [])})
     suggestion = suggest_memory_mb(req, rss)
+    sampled_low = bool(req and rss and rss < 0.8 * req)  # a short peak the sampling missed
+    if tried and not sampled_low:
+        # A killed job's MaxRSS is capped by its limit: a lower bound, not the need. Double the
+        # largest request that ran out of memory, so the next try is not another near miss.
+        suggestion = max(suggestion or 0, round_up_memory(2 * max(tried)))
+    elif failed_before:
+        suggestion = max(suggestion or 0, round_up_memory(2 * max(failed_before)))
+    fitting = [m for m in completed if m > max(tried, default=0)]
+    if fitting:
+        suggestion = round_up_memory(min(fitting))  # the same job completed with it
     if suggestion is None:
         return [_item("host_oom.more_memory", "The job used more memory than it asked for and was killed.",
                       f"Ask for more memory with --mem (for example double it). {check}")]
@@ -142,20 +209,42 @@ def host_oom(f: Facts) -> list[dict[str, Any]]:
     if req and rss and rss < 0.8 * req:
         cause += (" MaxRSS is sampled (every 30 s by default), so a short peak above the limit may not "
                   "show in it.")
-    if req and rss:
+    elif rss and req:
+        cause += " A killed job's MaxRSS stops at its limit: it is a lower bound on what it needs."
+    others = sorted({m for m in failed_before if not req or abs(m - req) > 0.01 * req})
+    if others:
+        cause += f" The same job also ran out of memory at {', '.join(memory_text(m) for m in others)}."
+    if fitting:
+        rule = f"what the same job completed with, {memory_text(min(fitting))}"
+    elif sampled_low and not failed_before:
         rule = f"max(1.25 x MaxRSS, 1.5 x {memory_text(req)})"
-    elif rss:
-        rule = "1.5 x MaxRSS"
+    elif tried:
+        rule = f"2 x {memory_text(max(tried))}, the largest request that ran out of memory"
     else:
-        rule = f"2 x {memory_text(req)}; MaxRSS unknown"
+        rule = "1.5 x MaxRSS"
     per_cpu = f.submit_option("--mem-per-cpu")
     if per_cpu and cpus:
         to = memory_text(round_up_memory(suggestion / cpus))
         fix = (f"The request was per CPU: ask for --mem-per-cpu={to} (was {per_cpu}; {rule} = "
                f"{memory_text(suggestion)} over {cpus} CPUs, rounded up). {check}")
         return [_item("host_oom.more_memory", cause, fix, [_sbatch("--mem-per-cpu", to, per_cpu)], DATA_CONFIDENCE)]
-    to = memory_text(suggestion)
     before = memory_text(req) if req else None
+    partition = f.get("partition") or f.default_partition()
+    cap, bigger = _node_memory_cap(f, partition)
+    if cap is not None and suggestion > cap:
+        to_cap = memory_text(int(cap))
+        if bigger:
+            fix = (f"{memory_text(suggestion)} ({rule}, rounded up) is more than a node of partition {partition} "
+                   f"has ({to_cap}). Partitions with larger nodes: {', '.join(bigger)}; submit with -p {bigger[0]} "
+                   f"--mem={memory_text(suggestion)}. {check}")
+            actions = [_sbatch("--partition", bigger[0], partition), _sbatch("--mem", memory_text(suggestion), before)]
+        else:
+            fix = (f"{memory_text(suggestion)} ({rule}, rounded up) is more than any node here has: ask for "
+                   f"--mem={to_cap}, the most a node of {partition} gives, and if that is not enough, reduce what "
+                   f"the job holds at once (smaller batches or chunks) or split it. {check}")
+            actions = [_sbatch("--mem", to_cap, before)]
+        return [_item("host_oom.more_memory", cause, fix, actions, DATA_CONFIDENCE)]
+    to = memory_text(suggestion)
     fix = (f"Ask for --mem={to} ({rule}, rounded up). If the request was made per CPU, use "
            f"--mem-per-cpu with the same total instead. {check}")
     return [_item("host_oom.more_memory", cause, fix, [_sbatch("--mem", to, before)], DATA_CONFIDENCE)]

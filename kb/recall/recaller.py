@@ -249,7 +249,7 @@ class Recaller:
                       "cluster": query.cluster, "context": probe.context},
             "matches": matches,
             "context_decided": context_decided(ranked, shown),
-            "advice": self._advice(sig, text, occurrence, probe.context),
+            "advice": _defer_to_matches(self._advice(sig, text, occurrence, probe.context), matches),
             "abstained": not any(m["band"] == "match" for m in matches),
             "seen_before": self._seen_before(sig),
             "stages": stages,
@@ -497,9 +497,29 @@ class Recaller:
 
         given = {column: context[key] for key, column in _ADVICE_FIELDS.items() if key in (context or {})}
         facts = {**(occurrence or {}), **given, "template": sig.template, "message": text}
+        facts["history"] = self._job_history(facts)
+        env = None
+        try:
+            env = self.readers[0].latest_environment(facts.get("cluster") or self.config.get("cluster.name"))
+        except Exception:  # noqa: BLE001 - advice is best effort; a store without snapshots is fine
+            env = None
         return [{"cause": item["cause"], "fix": item["fix"], "actions": item.get("actions", []),
                  "category": sig.category, "source": "rule", "trust_level": trust_level("rule")}
-                for item in advice_for(sig.category, facts, None)]
+                for item in advice_for(sig.category, facts, env)]
+
+    def _job_history(self, facts: dict[str, Any]) -> list[dict[str, Any]]:
+        """The same job's earlier runs (name and directory) in the user's store, this one apart."""
+        import getpass
+
+        name = facts.get("job_name")
+        if not name:
+            return []
+        try:
+            rows = self.readers[0].job_history(user=facts.get("user_name") or getpass.getuser(), job_name=name,
+                                               work_dir=facts.get("work_dir"), cluster=facts.get("cluster"))
+        except Exception:  # noqa: BLE001 - advice is best effort
+            return []
+        return [r for r in rows if r["job_id"] != facts.get("job_id")]
 
     def _seen_before(self, sig: FailureSignature) -> dict[str, Any]:
         count, first, last = 0, None, None
@@ -561,7 +581,23 @@ class Recaller:
 # The job's context (kb/jobs/context.FIELDS) -> the occurrence columns built-in advice reads.
 _ADVICE_FIELDS = {"mem_mb": "req_mem_mb", "cpus": "req_cpus", "time_limit_s": "req_time_s", "max_rss_mb": "max_rss_mb",
                   "elapsed_s": "elapsed_s", "partition": "partition", "nodes": "req_nodes", "qos": "qos",
-                  "account": "account"}
+                  "account": "account", "job_name": "job_name", "workdir": "work_dir", "state": "state"}
+
+
+def _defer_to_matches(advice: list[dict[str, Any]], matches: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Advice that asks another number than a matched lesson says which to follow: the
+    lesson, learnt from this failure, over the general rule."""
+    lesson = next((m for m in matches if m["band"] == "match"), None)
+    if lesson is None:
+        return advice
+    theirs = {a.get("option"): a.get("to") for a in lesson["actions"] if a.get("type") == "sbatch"}
+    for item in advice:
+        for action in item["actions"]:
+            option = action.get("option")
+            if action.get("type") == "sbatch" and option in theirs and theirs[option] != action.get("to"):
+                item["note"] = (f"The matched lesson {lesson['lesson_id'][:8]} asks {option}={theirs[option]}: follow "
+                                f"it. This general advice would ask {option}={action.get('to')}.")
+    return advice
 
 
 def query_context(query: RecallQuery, text: str) -> dict[str, Any]:

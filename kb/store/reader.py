@@ -275,6 +275,36 @@ class StoreReader:
             lesson["template"], lesson["category"] = signatures.get(lesson.get("signature_id"), ("", "unknown"))
         return lessons
 
+    def latest_environment(self, cluster: str | None = None) -> dict[str, Any] | None:
+        """The newest environment snapshot's partitions and modules (``EnvSnapshot.to_json``'s
+        keys), or None: what built-in advice checks a suggestion against."""
+        sql = "SELECT partitions, modules FROM env_snapshots"
+        params: list[Any] = []
+        if cluster:
+            sql += " WHERE cluster = ?"
+            params.append(cluster)
+        rows = self.query(sql + " ORDER BY taken_at DESC, id DESC LIMIT 1", params)
+        if not rows:
+            return None
+        parts, mods = (json.loads(v) if isinstance(v, str) else v for v in rows[0])
+        return {"partitions": parts or {}, "modules": mods or {}}
+
+    def job_history(self, *, user: str, job_name: str, work_dir: str | None = None, cluster: str | None = None,
+                    limit: int = 50) -> list[dict[str, Any]]:
+        """The user's recent jobs of one name (and directory, when known), newest first: what
+        they asked, how they ended. Built-in advice reads a job's earlier failed requests and
+        the successes of the same script from it."""
+        sql = ("SELECT job_id, state, failed, req_mem_mb, req_time_s, max_rss_mb, elapsed_s, partition "
+               "FROM job_records WHERE user_name = ? AND job_name = ?")
+        params: list[Any] = [user, job_name]
+        for column, value in (("work_dir", work_dir), ("cluster", cluster)):
+            if value:
+                sql += f" AND {column} = ?"
+                params.append(value)
+        columns = ("job_id", "state", "failed", "req_mem_mb", "req_time_s", "max_rss_mb", "elapsed_s", "partition")
+        rows = self.query(sql + f" ORDER BY submit_time DESC LIMIT {int(limit)}", params)
+        return [dict(zip(columns, row)) for row in rows]
+
     def occurrence_for_job(self, job_id: str, cluster: str | None = None) -> dict[str, Any] | None:
         columns = OCCURRENCE_COLUMNS
         sql = f"SELECT {', '.join(columns)} FROM occurrences WHERE job_id = ?"

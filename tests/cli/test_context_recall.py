@@ -238,3 +238,25 @@ def test_a_lesson_for_another_script_never_offers_less_than_just_failed(hpcmem_h
                           "matters": False} in doc["matches"][0]["differs"]
     code, doc = recall_json("--script", str(prep), OOM)  # the same script: the lesson applies
     assert code == 0 and doc["matches"][0]["band"] == "match"
+
+
+def test_advice_under_a_matched_lesson_says_which_number_to_follow(ladder):
+    code, doc = recall_json("--sbatch-args", "--mem=8G", OOM)
+    assert code == 0 and to_mem(doc["matches"][0]) == "32G"
+    advice = doc["advice"][0]
+    assert advice["actions"][0]["to"] == "16G"  # the general rule: 2 x 8G
+    assert advice["note"].startswith(f"The matched lesson {doc['matches'][0]['lesson_id'][:8]} asks --mem=32G: follow it.")
+    human = run_hpcmem("recall", "--no-model", "--sbatch-args", "--mem=8G", OOM)
+    assert "asks --mem=32G: follow it" in " ".join(human.stdout.split())
+
+
+def test_recall_advice_reads_the_same_jobs_earlier_runs(hpcmem_home):
+    # lab-followups: 53012 out of memory at 8G, 53013 at 16G, 53014 completed with 32G
+    done = run_hpcmem("ingest", "sacct", str(SAMPLES / "sacct" / "resubmissions" / "lab-followups.psv"), "--tz", "UTC",
+                      "--no-learn")
+    assert done.returncode == 0, done.stderr
+    for job, before in (("53013", "8G"), ("53012", "16G")):
+        _, doc = recall_json("--job", job)
+        [advice] = [a for a in doc["advice"] if a["actions"] and a["actions"][0].get("option") == "--mem"]
+        assert advice["actions"][0]["to"] == "32G"
+        assert f"The same job also ran out of memory at {before}." in advice["cause"]

@@ -53,10 +53,10 @@ def test_round_up_memory(mb, expected):
 @pytest.mark.parametrize(
     "req, rss, expected",
     [
-        (8 * GIB, 7.9 * GIB, "12G"),  # max(1.25 x 7.9G = 9.9G, 1.5 x 8G = 12G)
-        (32 * GIB, 32407.6, "48G"),  # lab-week 52008: 1.5 x 32G = 48G, a 4G step
-        (64 * GIB, 20000, "96G"),  # the request dominates; 16G steps above 64G
-        (4 * GIB, 4049.4, "6G"),  # lab-week 52067_7
+        (8 * GIB, 7.9 * GIB, "16G"),  # MaxRSS at the limit is a lower bound: 2 x 8G
+        (32 * GIB, 32407.6, "64G"),  # lab-week 52008: 2 x 32G
+        (64 * GIB, 20000, "96G"),  # MaxRSS far below the limit (a sampled peak): max(1.25 x, 1.5 x 64G)
+        (4 * GIB, 4049.4, "8G"),  # lab-week 52067_7
         (50, 43.03, "128M"),  # real job 4: 75M rounds up to a 128M step
         (8 * GIB, None, "16G"),  # MaxRSS unknown: double the request
         (None, 3000, "5G"),  # request unknown: 1.5 x MaxRSS = 4.4G
@@ -67,7 +67,7 @@ def test_host_oom_suggests_memory_from_maxrss(req, rss, expected):
     action = item["actions"][0]
     assert (action["option"], action["to"]) == ("--mem", expected)
     assert action.get("from") == (None if req is None else (f"{req // GIB}G" if req >= GIB else f"{req}M"))
-    assert f"--mem={expected}" in item["fix"] and "seff" in item["fix"] and "sstat" in item["fix"]
+    assert f"--mem={expected}" in item["fix"] and "sacct -j" in item["fix"] and "sstat" in item["fix"]
     assert item["source"] == "rule" and item["category"] == "host_oom" and item["confidence"] == 0.5
 
 
@@ -75,7 +75,7 @@ def test_host_oom_per_cpu_request_gets_per_cpu_advice():
     occ = {"req_mem_mb": 16 * GIB, "max_rss_mb": 16260, "req_cpus": 8,
            "submit_line": "sbatch --time=08:00:00 --mem-per-cpu=2G -c 8 phonons.sh"}
     [item] = advice_for("host_oom", occ)
-    assert item["actions"] == [sbatch("--mem-per-cpu", "2G", "3G")]  # 1.5 x 16G = 24G over 8 CPUs
+    assert item["actions"] == [sbatch("--mem-per-cpu", "2G", "4G")]  # 2 x 16G = 32G over 8 CPUs
     assert "per CPU" in item["fix"]
 
 
@@ -84,6 +84,47 @@ def test_host_oom_notes_sampling_when_maxrss_is_far_below_the_limit():
     assert "sampled" in item["cause"]
     [plain] = advice_for("host_oom", {"req_mem_mb": 8 * GIB, "max_rss_mb": 7.9 * GIB})
     assert "sampled" not in plain["cause"] and "MaxRSS 7.9G" in plain["cause"]
+
+
+def test_host_oom_advice_starts_from_the_jobs_earlier_failed_requests():
+    # issue 34: 100M -> 256M -> 384M all ran out of memory when each step was 1.5 x; ~410M was needed
+    history = [{"job_id": "11", "state": "OUT_OF_MEMORY", "req_mem_mb": 100.0},
+               {"job_id": "12", "state": "OUT_OF_MEMORY", "req_mem_mb": 256.0}]
+    [item] = advice_for("host_oom", {"req_mem_mb": 256.0, "max_rss_mb": 255.0, "history": history})
+    assert item["actions"][0]["to"] == "512M"
+    assert "also ran out of memory at 100M" in item["cause"] and "lower bound" in item["cause"]
+    # without this run's request (a pasted error), the earlier failures still set the floor
+    [floor] = advice_for("host_oom", {"max_rss_mb": 250.0, "history": history})
+    assert floor["actions"][0]["to"] == "512M"
+
+
+def test_host_oom_advice_takes_the_request_the_same_job_completed_with():
+    history = [{"job_id": "13", "state": "COMPLETED", "req_mem_mb": 640.0},
+               {"job_id": "11", "state": "OUT_OF_MEMORY", "req_mem_mb": 100.0}]
+    [item] = advice_for("host_oom", {"req_mem_mb": 256.0, "max_rss_mb": 255.0, "history": history})
+    assert item["actions"][0]["to"] == "640M" and "completed with, 640M" in item["fix"]
+
+
+def test_host_oom_advice_stays_within_the_largest_node():
+    one_node = {"partitions": {"main": {"is_default": True, "max_mem_per_node_mb": None,
+                                        "tres": {"cpu": "2", "mem": "2000M", "node": "1"}}}}
+    [item] = advice_for("host_oom", {"req_mem_mb": 1500.0, "max_rss_mb": 1499.0, "partition": "main"}, one_node)
+    assert item["actions"] == [sbatch("--mem", "1500M", "2000M")]  # never the 3G the node cannot give
+    assert "more than any node here has" in item["fix"]
+    two = {"partitions": {"main": {"max_mem_per_node_mb": 2000}, "bigmem": {"max_mem_per_node_mb": 512000}}}
+    [moved] = advice_for("host_oom", {"req_mem_mb": 1500.0, "max_rss_mb": 1499.0, "partition": "main"}, two)
+    assert moved["actions"][0] == {"type": "sbatch", "option": "--partition", "to": "bigmem", "from": "main"}
+
+
+def test_host_oom_advice_names_seff_only_where_it_is_installed(monkeypatch):
+    import shutil
+
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    [item] = advice_for("host_oom", {"req_mem_mb": 1024.0})
+    assert "seff" not in item["fix"] and "sacct -j <jobid>" in item["fix"]
+    monkeypatch.setattr(shutil, "which", lambda name: "/usr/bin/seff" if name == "seff" else None)
+    [item] = advice_for("host_oom", {"req_mem_mb": 1024.0})
+    assert "`seff <jobid>`" in item["fix"]
 
 
 # --------------------------------------------------------------------------- time
