@@ -122,9 +122,11 @@ class Memory:
         drained = drain_my_events(job_id)
         recaller = self._get_recaller()
         recaller.warnings = self._base_warnings + drained
-        result = recaller.recall(RecallQuery(text=error, job_id=job_id, partition=partition, modules=list(modules),
-                                             cluster=cluster, include_expired=include_expired, limit=limit,
-                                             context=facts))
+        from hpcmem.cli.recall import _recall_or_pending
+
+        result = _recall_or_pending(recaller, RecallQuery(text=error, job_id=job_id, partition=partition,
+                                                          modules=list(modules), cluster=cluster,
+                                                          include_expired=include_expired, limit=limit, context=facts))
         result["notice"] = NOTICE
         return result
 

@@ -58,7 +58,7 @@ def recall(
             text = sys.stdin.read()
         if log is not None:
             text = _log_excerpt(log, text)
-        result = recaller.recall(RecallQuery(text=text, job_id=job, **base))
+        result = _recall_or_pending(recaller, RecallQuery(text=text, job_id=job, **base))
     finally:
         recaller.close()
     if json_:
@@ -67,6 +67,23 @@ def recall(
     else:
         _render(result)
     raise typer.Exit(EXIT_NOTHING_FOUND if result["abstained"] else EXIT_OK)
+
+
+def _recall_or_pending(recaller, query):
+    """Recall; a --job that is not stored but still queued is answered from its Reason."""
+    from hpcmem.kb.errors import NotFound
+
+    try:
+        return recaller.recall(query)
+    except NotFound:
+        if query.job_id is None or query.text:
+            raise
+        from hpcmem.ingest.pending import answer_pending
+
+        answered = answer_pending(recaller, query.job_id, query)
+        if answered is None:
+            raise
+        return answered
 
 
 def drain_my_events(job_id: str | None = None) -> list[str]:
@@ -242,6 +259,9 @@ def _render(result: dict[str, Any]) -> None:
     stdout.print(Text(f"{q['category']}  ", style="bold") + Text(q["template"], style="dim"))
     if result.get("context_decided"):
         stdout.print(Text("Your job's context decided between the lessons below.", style="dim"))
+    if result.get("pending"):
+        p = result["pending"]
+        stdout.print(Text(f"Job {p['job_id']} has not failed: it is pending (Reason={p['reason']}).", style="bold"))
     if result["abstained"]:
         related = " (related lessons below differ from it)" if result["matches"] else ""
         stdout.print(Text(f"No stored lesson matches this failure{related}.", style="yellow"))

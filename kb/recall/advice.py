@@ -669,6 +669,62 @@ ADVICE: dict[str, Callable[[Facts], list[dict[str, Any]]]] = {
 }
 
 
+# --------------------------------------------------------------------------- pending jobs
+
+# A pending job's Reason -> (why it waits, whether it can ever start as it is). The ones that
+# cannot start need the user: change the job in place or cancel and resubmit it.
+_PENDING_REASONS = {
+    "PartitionTimeLimit": ("its --time is longer than the partition's MaxTime", False),
+    "QOSMaxWallDurationPerJobLimit": ("its --time is longer than its QOS's MaxWall", False),
+    "PartitionNodeLimit": ("it asks more nodes than the partition allows", False),
+    "PartitionConfig": ("it asks what no node of the partition has (CPUs, memory, GRES)", False),
+    "BadConstraints": ("its constraints (features, GRES, memory) match no node", False),
+    "InvalidQOS": ("its QOS is not one the account may use", False),
+    "InvalidAccount": ("its account is not one the user may use", False),
+    "DependencyNeverSatisfied": ("a job it depends on ended in a way the dependency rules out", False),
+    "ReqNodeNotAvail": ("a node it needs is down, drained or reserved", True),
+    "Resources": ("the resources it asked for are busy", True),
+    "Priority": ("jobs of higher priority are ahead of it", True),
+    "Dependency": ("it waits for a job it depends on", True),
+}
+
+
+def pending_advice(job_id: str, reason: str, f: Facts) -> list[dict[str, Any]]:
+    """What to do about a job that waits in the queue: for a reason it can never start with,
+    change it in place or cancel it, and what would fit."""
+    why, waits = _PENDING_REASONS.get(reason, (f"Slurm holds it with Reason={reason}", True))
+    if waits:
+        return [_item(f"pending.{reason}", f"Job {job_id} is pending: {why}.",
+                      f"It can start as it is; it is waiting. `squeue -j {job_id} --start` shows Slurm's estimate. "
+                      f"Nothing to change unless the wait matters (then a smaller request starts sooner).")]
+    asked, partition = f.get("req_time_s"), f.get("partition")
+    cause = f"Job {job_id} is pending and will never start as it is: {why}."
+    if reason == "PartitionTimeLimit":
+        max_time = (f.partitions.get(partition or "") or {}).get("max_time_s")
+        if asked and max_time is not None:
+            cause = (f"Job {job_id} is pending and will never start as it is: it asks {_clock(asked)} and partition "
+                     f"{partition} allows at most {_clock(max_time)}.")
+            others = [p for p in _fitting_partitions(f, asked) if p != partition]
+            fix = (f"Lower its limit in place: `scontrol update JobId={job_id} TimeLimit={_clock(max_time)}` (you may "
+                   f"lower your job's limit, not raise it)")
+            actions = [{"type": "command", "command": f"scontrol update JobId={job_id} TimeLimit={_clock(max_time)}"}]
+            if others:
+                fix += (f"; or `scancel {job_id}` and resubmit to a partition whose MaxTime fits: -p {others[0]}"
+                        + (f" ({', '.join(others)})" if len(others) > 1 else ""))
+                actions.append(_sbatch("--partition", others[0], partition))
+            return [_item(f"pending.{reason}", cause, fix + ".", actions, DATA_CONFIDENCE)]
+    if reason == "QOSMaxWallDurationPerJobLimit":
+        qos = f.get("qos") or "<qos>"
+        fix = (f"Find the QOS's limit with `sacctmgr show qos {qos} format=Name,MaxWall`, then lower the job's limit "
+               f"in place (`scontrol update JobId={job_id} TimeLimit=<MaxWall or less>`), or `scancel {job_id}` and "
+               f"resubmit with a QOS whose MaxWall fits (`sacctmgr show assoc user=$USER format=Account,Partition,QOS`).")
+        return [_item(f"pending.{reason}", cause, fix)]
+    fix = (f"Change the job in place where Slurm allows it (`scontrol update JobId={job_id} ...`), or `scancel "
+           f"{job_id}` and resubmit with a request the partition can meet (`scontrol show partition "
+           f"{partition or '<name>'}`, `sinfo -N -o '%N %c %m %G %f'`).")
+    return [_item(f"pending.{reason}", cause, fix)]
+
+
 def advised_categories() -> tuple[str, ...]:
     return tuple(sorted(ADVICE))
 

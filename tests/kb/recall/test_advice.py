@@ -274,3 +274,16 @@ def test_specific_notes():
     bigger = advice_for("cuda_oom", None, {"partitions": {"a100": {"tres": {"gres/gpu:a100": "64"}}}})
     assert bigger[0]["actions"] == [{"type": "env", "name": "PYTORCH_CUDA_ALLOC_CONF", "value": "expandable_segments:True"}]
     assert "a100 (a100)" in bigger[1]["fix"]
+
+
+def test_pending_reasons_that_wait_and_that_never_start():
+    from hpcmem.kb.jobs.context import Facts
+    from hpcmem.kb.recall.advice import pending_advice
+
+    [waits] = pending_advice("77", "Priority", Facts({}, {}))
+    assert "can start as it is" in waits["fix"] and "squeue -j 77 --start" in waits["fix"]
+    [qos] = pending_advice("78", "QOSMaxWallDurationPerJobLimit", Facts({"qos": "short"}, {}))
+    assert "never start" in qos["cause"] and "sacctmgr show qos short format=Name,MaxWall" in qos["fix"]
+    env = {"partitions": {"debug": {"max_time_s": 120}, "main": {"max_time_s": None, "is_default": True}}}
+    [part] = pending_advice("79", "PartitionTimeLimit", Facts({"req_time_s": 600, "partition": "debug"}, env))
+    assert part["actions"][0] == {"type": "command", "command": "scontrol update JobId=79 TimeLimit=00:02:00"}
