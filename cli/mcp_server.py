@@ -76,7 +76,8 @@ flagged. Returns the new lesson, with `lesson_id`, `fingerprint` and `status`.""
 FEEDBACK_DOC = """\
 Say whether a recalled lesson worked when you applied it, so its confidence follows the evidence.
 
-`lesson_id` from recall; `worked` true if the failure went away, false if it did not. With
+`lesson_id` from recall (its first 8 characters are enough); `worked` true if the failure went
+away, false if it did not. With
 `error` (the error you applied it to) and worked=true, that error becomes a known variant of the
 lesson and is matched exactly next time; with worked=false it stops being one. `job_id` names
 the job that shows it."""
@@ -218,13 +219,13 @@ def build_server(memory: Memory | None = None):
         try:
             return _jsonable(await asyncio.wrap_future(worker.submit(fn, **kwargs)))
         except HpcmemError as exc:
-            raise ToolError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
+            raise ToolError(_one_line(exc)) from None
         except Exception as exc:  # noqa: BLE001 - an OS or database refusal, or a bug: say which, one line
             from hpcmem.kb.store.access import as_permission_denied
 
             denied = as_permission_denied(exc)
             if denied is not None:
-                raise ToolError(str(denied).splitlines()[0]) from None
+                raise ToolError(_one_line(denied)) from None
             logging.getLogger("hpcmem.mcp").error("tool failed:\n%s", traceback.format_exc())
             raise ToolError(f"internal error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
 
@@ -267,7 +268,7 @@ def build_server(memory: Memory | None = None):
 
     @server.tool(name="feedback", description=FEEDBACK_DOC)
     async def feedback(
-        lesson_id: Annotated[str, Field(description="The lesson's id from recall.")],
+        lesson_id: Annotated[str, Field(description="The lesson's id from recall, or its first 8 characters.")],
         worked: Annotated[bool, Field(description="True: applying it fixed the failure.")],
         job_id: Annotated[str | None, Field(description="The job that shows it.")] = None,
         error: Annotated[Text, Field(description="The error the lesson was applied to.")] = None,
@@ -387,6 +388,14 @@ def _as_texts(value: Any) -> Any:
     if isinstance(value, dict):
         return {as_text(k): _as_texts(v) for k, v in value.items()}
     return value
+
+
+def _one_line(exc: Exception) -> str:
+    """A library error as the CLI prints it, on one line: the message and its hint (what to do next)."""
+    text = str(exc).strip()
+    message = text.splitlines()[0] if text else type(exc).__name__
+    hint = getattr(exc, "hint", None)
+    return f"{message} (hint: {' '.join(hint.split())})" if hint else message
 
 
 def _jsonable(value: Any) -> Any:

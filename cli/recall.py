@@ -299,7 +299,9 @@ def _render(result: dict[str, Any]) -> None:
         if m["aliases"]:
             origin += f", {m['aliases']} known variant(s)"
         lines.append(Text(origin, style="dim"))
-        title = (f"{i}. {m['band']} (p={m['probability']:.2f}, {m['match_kind']}) · {m['scope']} · {m['status']} · "
+        # The short id first, where a narrow terminal cannot cut it off: `hpcmem feedback` takes it.
+        title = (f"{i}. lesson {m['lesson_id'][:8]} · {m['band']} (p={m['probability']:.2f}, {m['match_kind']}) · "
+                 f"{m['scope']} · {m['status']} · "
                  f"confidence {m['confidence']:.2f} · trust {m['trust_level']}")
         stdout.print(Panel(Group(*lines), title=title, title_align="left", expand=False), soft_wrap=False)
     for item in result["advice"]:

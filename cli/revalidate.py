@@ -65,13 +65,15 @@ def revalidate(
 
 
 def feedback(
-    lesson_id: str = typer.Argument(..., help="The lesson's id (from recall --json)."),
+    lesson_id: str = typer.Argument(..., help="The lesson's id: the 8 characters recall shows are enough."),
     worked: bool = typer.Option(False, "--worked", help="Applying the lesson fixed the failure."),
     failed: bool = typer.Option(False, "--failed", help="Applying the lesson did not fix it."),
     job: Optional[str] = typer.Option(None, "--job", help="The job that shows it."),
     note: Optional[str] = typer.Option(None, "--note", help="A short remark kept with the evidence."),
     error: Optional[str] = typer.Option(None, "--error", help="The error the lesson was applied to (- for stdin): "
                                         "with --worked it becomes a known variant of the lesson, with --failed it stops being one."),
+    scope: Optional[str] = typer.Option(None, "--scope", help="Store holding the lesson, when its id is in several: "
+                                        "user, lab:NAME or cluster."),
     json_: bool = typer.Option(False, "--json", help="Print the updated lesson as JSON."),
 ) -> None:
     """Tell hpcmem whether a recalled lesson worked; confidence follows the evidence."""
@@ -85,7 +87,7 @@ def feedback(
 
         error = sys.stdin.read()
     lesson = run(STATE.stack, lesson_id, worked=worked, actor=getpass.getuser(), job_id=job, note=note,
-                 error_text=error)
+                 error_text=error, scope=scope)
     if json_:
         emit_json(lesson)
         return

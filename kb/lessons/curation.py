@@ -106,7 +106,8 @@ def find_lesson(stack: StoreStack, ident: str, scope: str | None = None) -> tupl
     if len(hits) > 1:
         where = ", ".join(f"{i} in {scope_label(s)}" for s, i in hits[:10])
         more = f" and {len(hits) - 10} more" if len(hits) > 10 else ""
-        raise InputError(f"lesson id '{ident}' is ambiguous: {where}{more}", hint="give more of the id or --scope")
+        raise InputError(f"lesson id '{ident}' is ambiguous: {len(hits)} lessons match ({where}{more})",
+                         hint="give more of the id, or the store with --scope")
     return hits[0]
 
 

@@ -80,38 +80,40 @@ def add_evidence(session: Session, lesson: Lesson, kind: str, *, actor: str, job
 
 
 def feedback(stack, lesson_id: str, *, worked: bool, actor: str, job_id: str | None = None,
-             note: str | None = None, error_text: str | None = None) -> dict[str, Any]:
+             note: str | None = None, error_text: str | None = None, scope: str | None = None) -> dict[str, Any]:
     """`hpcmem feedback`: a person's or agent's verdict on a lesson they applied.
 
-    With the error it was applied to, a confirmation makes that error's fingerprint an alias
-    of the lesson (its next recurrence is an exact match) and a contradiction removes it.
+    ``lesson_id`` is the whole id or its first 8 (or more) characters, as every other
+    command takes it (``curation.find_lesson``); ``scope`` names the store when a prefix is in
+    several. With the error it was applied to, a confirmation makes that error's fingerprint
+    an alias of the lesson (its next recurrence is an exact match) and a contradiction
+    removes it.
     """
     from hpcmem.kb.lessons.aliases import add_alias, alias_from_text, remove_alias
+    from hpcmem.kb.lessons.curation import find_lesson
     from hpcmem.kb.signatures.fingerprint import CONTENTLESS, has_content, signature_text
 
     if not lesson_id.strip():
-        raise InputError("give the lesson id (from `hpcmem recall --json`)")
+        raise InputError("give the lesson id (the 8 characters recall shows, or lesson_id from recall --json)")
     alias = None
     if error_text is not None:
         text = signature_text(error_text)  # as recall fingerprints the same error
         if not has_content(text):
             raise InputError(CONTENTLESS)
         alias = alias_from_text(text)
-    for store in stack.all():
-        store.open(create=store is stack.user)
-        with store.transaction() as session:
-            lesson = session.get(Lesson, lesson_id)
-            if lesson is None:
-                continue
-            add_evidence(session, lesson, "worked" if worked else "failed", actor=actor, job_id=job_id, note=note)
-            if alias is not None and worked:
-                add_alias(session, lesson, alias, source="feedback", actor=actor)
-            elif alias is not None:
-                remove_alias(session, lesson, alias["fingerprint"], actor=actor, reason="feedback: the fix failed")
-            result = lesson_to_dict(lesson)
-        result["store"] = store.name
-        return result
-    raise NotFound(f"no lesson {lesson_id} in any store you can read", hint="copy the lesson_id from recall --json")
+    store, full_id = find_lesson(stack, lesson_id, scope)
+    with store.transaction() as session:
+        lesson = session.get(Lesson, full_id)
+        if lesson is None:
+            raise NotFound(f"lesson {full_id} disappeared while giving feedback")
+        add_evidence(session, lesson, "worked" if worked else "failed", actor=actor, job_id=job_id, note=note)
+        if alias is not None and worked:
+            add_alias(session, lesson, alias, source="feedback", actor=actor)
+        elif alias is not None:
+            remove_alias(session, lesson, alias["fingerprint"], actor=actor, reason="feedback: the fix failed")
+        result = lesson_to_dict(lesson)
+    result["store"] = store.name
+    return result
 
 
 @dataclass

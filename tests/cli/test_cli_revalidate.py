@@ -63,7 +63,7 @@ def test_feedback():
     for args, message in [
         ((rec["lesson_id"],), "exactly one of --worked and --failed"),
         ((rec["lesson_id"], "--worked", "--failed"), "exactly one of --worked and --failed"),
-        (("0000-nope", "--worked"), "no lesson 0000-nope"),
+        (("0000-nope", "--worked"), "no lesson with id '0000-nope'"),
     ]:
         result = run_hpcmem("feedback", *args)
         assert result.returncode == 2 and message in result.stderr

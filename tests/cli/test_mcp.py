@@ -99,6 +99,47 @@ def test_agent_session_record_recall_feedback_abstain_and_errors(hpcmem_home):
     call(server_params(hpcmem_home), body)
 
 
+def test_feedback_and_show_take_the_short_id_and_errors_keep_their_hint(hpcmem_home, tmp_path):
+    """Issue 34, item 3: the 8 characters every CLI command takes, through MCP too."""
+    async def record(s: ClientSession):
+        done = await s.call_tool("record", {"error": CUDA_LESSON, "cause": "the CUDA 11 runtime is not loaded",
+                                            "fix": "load it", "actions": ["module load cuda/11.8"]})
+        assert not done.is_error, done.content
+        return done.structured_content
+
+    lesson = call(server_params(hpcmem_home), record)
+    # two more lessons whose ids share their first 8 characters (as an import can bring)
+    exported = subprocess.run([HPCMEM, "lessons", "export"], capture_output=True, text=True,
+                              env={**os.environ, "HPCMEM_HOME": str(hpcmem_home)}, check=True)
+    line = json.loads(exported.stdout.splitlines()[0])
+    twins = tmp_path / "twins.jsonl"
+    twins.write_text("".join(json.dumps(line | {"id": f"abcdef12-0000-4000-8000-00000000000{n}"}) + "\n"
+                             for n in (1, 2)))
+    subprocess.run([HPCMEM, "lessons", "import", str(twins), "--scope", "user"], capture_output=True,
+                   env={**os.environ, "HPCMEM_HOME": str(hpcmem_home)}, check=True)
+
+    async def body(s: ClientSession):
+        fed = await s.call_tool("feedback", {"lesson_id": lesson["lesson_id"][:8], "worked": True, "job_id": "77"})
+        assert not fed.is_error, fed.content
+        assert fed.structured_content["lesson_id"] == lesson["lesson_id"]
+        assert fed.structured_content["confirmations"] == 1
+        shown = await s.call_tool("show_lesson", {"lesson_id": lesson["lesson_id"][:8]})
+        assert ("worked", "77") in {(e["kind"], e["job_id"]) for e in shown.structured_content["evidence"]}
+        errors = {}
+        for name, ident in (("unknown", "0123abcd"), ("ambiguous", "abcdef12"), ("short", "abc")):
+            for tool, args in (("feedback", {"worked": True}), ("show_lesson", {})):
+                result = await s.call_tool(tool, {"lesson_id": ident, **args})
+                assert result.is_error and "\n" not in result.content[0].text, result.content
+                errors[name, tool] = result.content[0].text
+        for tool in ("feedback", "show_lesson"):
+            assert f"{tool}: no lesson with id '0123abcd' (hint: " in errors["unknown", tool]
+            assert f"{tool}: lesson id 'abcdef12' is ambiguous: 2 lessons match (" in errors["ambiguous", tool]
+            assert "(hint: give more of the id" in errors["ambiguous", tool]
+            assert "at least 8 characters" in errors["short", tool]
+
+    call(server_params(hpcmem_home), body)
+
+
 def test_concurrent_calls_are_answered_and_consistent(hpcmem_home):
     async def body(s: ClientSession):
         records = [s.call_tool("record", {"error": f"RuntimeError: stage {name} exploded", "cause": f"cause {name}",
