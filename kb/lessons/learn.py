@@ -47,8 +47,8 @@ in the fix text but are not actions. Decisions that record nothing:
   whatever the resubmission changed says nothing about a cause. (A cancellation
   with a stated reason, e.g. PartitionTimeLimit, has its own category and is learned);
 - skipped ``no_relevant_change``, ``no_followup``, ``superseded``, ``no_signature``
-  (a failed record without an occurrence) and ``already_learned`` (the failure's
-  occurrence is already evidence of an inferred lesson).
+  (a failed record without an occurrence) and ``already_learned`` (the failure is
+  already counted: see "One lesson per fix" below).
 
 Conditions: ``cluster`` (the cluster), ``partition`` (where the job failed) and, when
 the fix raises ``--time``, a ``partition_limit`` condition on the partition where the
@@ -58,11 +58,20 @@ base unit, seconds for times: ``Condition("partition_limit", "cpu:MaxTime", "432
 ">=")`` reads "partition cpu's MaxTime is at least 12 h" (see
 ``partition_limit_condition`` and ``parse_partition_limit``).
 
-Idempotent: an inferred lesson with the same signature and the same actions (the
-same option and target value, or the same module operation) is not created twice. A
-new pair for it adds evidence, raises ``confirmations`` by one and its confidence by
-``CONFIRM_STEP`` (up to ``MAX_INFERRED_CONFIDENCE``); a pair whose failure is already
-evidence changes nothing. The pair a lesson was created from is not a confirmation.
+One lesson per fix: a pair whose fix is already a lesson of its failure confirms that
+lesson instead of writing another. "Its failure": the lesson's signature or one of its
+known variants is the failure's, or the failure is the lesson's evidence (``record
+--job``). "The same fix": the same actions after normalisation (the same sbatch option
+and target value, ``--mem=600M`` and ``--mem=600`` alike; the same module loaded, by
+``load`` or ``swap``; see ``_action_key``). Any source counts, so the lesson an agent
+recorded for a job is confirmed when ``ingest sacct`` brings that job's completed
+resubmission, and keeps the words it was recorded with; where several lessons have the
+same fix, a person's or agent's comes first. A confirmation adds the pair as evidence;
+an inferred lesson gains ``CONFIRM_STEP`` of confidence (up to
+``MAX_INFERRED_CONFIDENCE``), any other has its confidence recomputed from its evidence
+(``evidence.refresh``). A pair whose failure is already counted (evidence of an inferred
+lesson, or a ``fixed_by`` pair of any lesson) changes nothing. The pair a lesson was
+created from is not a confirmation.
 
 Incremental: the Recorder stamps each job row it writes with the store's write counter
 (``job_records.change_seq``); a run remembers the counter it learned up to (store_meta
@@ -99,7 +108,7 @@ from sqlalchemy import DateTime, and_, select, type_coerce, update
 
 from hpcmem.kb.slurm_units import format_time_limit
 from hpcmem.kb.slurm_units import parse_duration, parse_size_mb
-from hpcmem.kb.lessons.actions import SBATCH_ALIASES, SBATCH_OPTIONS
+from hpcmem.kb.lessons.actions import COUNT_OPTIONS, SBATCH_ALIASES, SBATCH_OPTIONS, SIZE_OPTIONS, TIME_OPTIONS
 from hpcmem.kb.lessons.write import Condition, LessonDraft, audit, clean_text, record_lesson
 from hpcmem.kb.store.models import JobRecord, Lesson, LessonEvidence, Occurrence, Signature, StoreMeta
 from hpcmem.kb.jobs.write import current_change_seq
@@ -809,16 +818,40 @@ def _plan(pair: _Pair) -> _Plan | str:
 
 
 def _action_key(actions: list[dict[str, Any]]) -> tuple[tuple[str, ...], ...]:
-    """Lessons with the same option and target (or module operation) are the same lesson."""
+    """What a fix does, whoever wrote it: lessons with the same key are the same fix.
+
+    The same sbatch option (short or long form) with the same target value (``--mem=600M``,
+    ``--mem=600`` and ``--mem=0.5859375G`` are one size; ``--time=90`` and ``01:30:00`` one limit), or
+    the same module made available (``load`` and ``swap`` to one name are one fix) or
+    unloaded. Where the value came from (``from``) is not part of it: the fix is the target."""
     keys = []
     for a in actions:
         if a.get("type") == "sbatch":
-            keys.append(("sbatch", str(a.get("option")), str(a.get("to"))))
+            option = SBATCH_ALIASES.get(str(a.get("option")), str(a.get("option")))
+            keys.append(("sbatch", option, _value_key(option, a.get("to"))))
         elif a.get("type") == "module":
-            keys.append(("module", str(a.get("op")), str(a.get("from") or ""), str(a.get("name") or "")))
+            op = "load" if a.get("op") in ("load", "swap") else str(a.get("op"))
+            keys.append(("module", op, str(a.get("name") or "")))
         else:
             keys.append((str(a.get("type")), repr(sorted(a.items()))))
     return tuple(sorted(keys))
+
+
+def _value_key(option: str, value: Any) -> str:
+    """An sbatch value in one spelling: sizes in MiB, times in seconds, counts as numbers."""
+    text = str(value).strip() if value is not None else ""
+    try:
+        if option in SIZE_OPTIONS:
+            mb = parse_size_mb(text.upper(), bare_unit="M")
+            return text if mb is None else f"{mb:g}M"
+        if option in TIME_OPTIONS:
+            seconds = parse_duration(text)
+            return text if seconds is None else f"{int(seconds)}s"
+        if option in COUNT_OPTIONS and text.isdigit():
+            return str(int(text))
+    except (ValueError, KeyError, IndexError):
+        pass
+    return text
 
 
 def _gib(mb: float) -> str:
@@ -889,42 +922,90 @@ def _evidence(pair: _Pair) -> list[dict[str, Any]]:
     failed, succeeded = pair
     return [
         {"kind": "occurrence", "occurrence_id": failed.occurrence_id, "job_id": failed.job_id},
-        {"kind": "fixed_by", "job_id": succeeded.job_id, "note": f"completed after job {failed.job_id} failed"},
+        # the failure it fixed, so a later run knows this pair is counted (whatever the lesson's source)
+        {"kind": "fixed_by", "occurrence_id": failed.occurrence_id, "job_id": succeeded.job_id,
+         "note": f"completed after job {failed.job_id} failed"},
     ]
 
 
 # --------------------------------------------------------------------------- writing
 
 
-def _known_lessons(store: Store, pairs: list[_Pair]) -> tuple[dict[tuple, str], set[int]]:
-    """Existing inferred lessons on the pairs' signatures by (signature, action key), and
-    which of the pairs' failures are already evidence of an inferred lesson."""
-    by_key: dict[tuple, str] = {}
-    used: set[int] = set()
+class _Known(NamedTuple):
+    """The lessons a run's pairs can confirm instead of writing new ones."""
+
+    by_key: dict[tuple, str]  # (signature id, action key) -> lesson id
+    by_occurrence: dict[int, dict[tuple, str]]  # a failure's occurrence -> {action key: lesson id}
+    used: set[int]  # failures already counted as evidence of a fix
+
+
+# A person's lesson that was rejected or expired is not one to confirm; an inferred one is
+# (learn recreating a lesson a lead rejected would undo the rejection).
+_DEAD = ("rejected", "expired")
+
+
+def _known_lessons(store: Store, pairs: list[_Pair]) -> _Known:
+    """The stored lessons of the pairs' failures, keyed by what their fix does.
+
+    A lesson is a lesson of a failure when the failure's signature is its own or one of its
+    known variants (aliases), or when the failure is its evidence (``record --job``). Every
+    source counts: the fix an agent recorded for a job is confirmed by that job's completed
+    resubmission, not written again as an inferred lesson. Where several lessons have the
+    same fix, a person's comes before an inferred one, then the oldest.
+    """
+    from hpcmem.kb.store.models import LessonAlias
+
     signatures = sorted({p.failed.signature_id for p in pairs})
     occurrences = sorted({p.failed.occurrence_id for p in pairs})
+    on_signature: list[tuple[str, int]] = []  # (lesson id, signature id)
+    on_occurrence: list[tuple[str, int]] = []  # (lesson id, occurrence id)
+    used: set[int] = set()
     with store.session() as session:
-        for chunk in _chunks(signatures):  # a signature's lessons all come in one chunk, oldest first
-            for lesson_id, sig_id, actions in session.execute(
-                select(Lesson.id, Lesson.signature_id, Lesson.actions)
-                .where(Lesson.source == "inferred", Lesson.signature_id.in_(chunk))
-                .order_by(Lesson.created_at, Lesson.id)
-            ):
-                by_key.setdefault((sig_id, _action_key(actions or [])), lesson_id)
+        for chunk in _chunks(signatures):
+            on_signature += session.execute(
+                select(Lesson.id, Lesson.signature_id).where(Lesson.signature_id.in_(chunk))).all()
+            on_signature += session.execute(
+                select(LessonAlias.lesson_id, Signature.id).join(Signature, Signature.fingerprint == LessonAlias.fingerprint)
+                .where(Signature.id.in_(chunk))).all()
         for chunk in _chunks(occurrences):
-            used.update(
-                session.scalars(
-                    select(LessonEvidence.occurrence_id)
-                    .join(Lesson, Lesson.id == LessonEvidence.lesson_id)
-                    .where(Lesson.source == "inferred", LessonEvidence.kind == "occurrence",
-                           LessonEvidence.occurrence_id.in_(chunk))
-                )
-            )
-    return by_key, used
+            on_occurrence += session.execute(
+                select(LessonEvidence.lesson_id, LessonEvidence.occurrence_id)
+                .where(LessonEvidence.kind == "occurrence", LessonEvidence.occurrence_id.in_(chunk))).all()
+            used.update(session.scalars(  # counted: evidence of an inferred lesson, or a fix's pair
+                select(LessonEvidence.occurrence_id).join(Lesson, Lesson.id == LessonEvidence.lesson_id)
+                .where(LessonEvidence.occurrence_id.in_(chunk),
+                       ((Lesson.source == "inferred") & (LessonEvidence.kind == "occurrence"))
+                       | (LessonEvidence.kind == "fixed_by"))))
+        ids = sorted({i for i, _ in on_signature} | {i for i, _ in on_occurrence})
+        lessons: dict[str, tuple] = {}
+        for chunk in _chunks(ids):
+            for lesson_id, actions, source, status, created in session.execute(
+                    select(Lesson.id, Lesson.actions, Lesson.source, Lesson.status, Lesson.created_at)
+                    .where(Lesson.id.in_(chunk))):
+                if source == "inferred" or status not in _DEAD:
+                    lessons[lesson_id] = (source == "inferred", created, _action_key(actions or []))
+    first = sorted(lessons, key=lambda i: (lessons[i][0], lessons[i][1], i))  # a person's, then the oldest
+    rank = {lesson_id: n for n, lesson_id in enumerate(first)}
+    by_key: dict[tuple, str] = {}
+    for lesson_id, sig_id in sorted(set(on_signature), key=lambda row: rank.get(row[0], len(rank))):
+        if lesson_id in lessons:
+            by_key.setdefault((sig_id, lessons[lesson_id][2]), lesson_id)
+    by_occurrence: dict[int, dict[tuple, str]] = defaultdict(dict)
+    for lesson_id, occ_id in sorted(set(on_occurrence), key=lambda row: rank.get(row[0], len(rank))):
+        if lesson_id in lessons:
+            by_occurrence[occ_id].setdefault(lessons[lesson_id][2], lesson_id)
+    return _Known(by_key, by_occurrence, used)
 
 
 def _confirm(store: Store, confirmations: dict[str, list[_Pair]], actor: str) -> None:
-    """Add each lesson's new pairs as evidence and count them, in one transaction."""
+    """Add each lesson's new pairs as evidence and count them, in one transaction.
+
+    An inferred lesson gains ``CONFIRM_STEP`` of confidence per pair (up to
+    ``MAX_INFERRED_CONFIDENCE``); a lesson a person or agent wrote has its confidence
+    recomputed from all its evidence, as ``feedback`` does (``evidence.refresh``). Either
+    way its text stays as written: the pair is evidence, not a new fix."""
+    from hpcmem.kb.lessons.evidence import refresh
+
     if not confirmations:
         return
     now = utcnow()
@@ -934,6 +1015,21 @@ def _confirm(store: Store, confirmations: dict[str, list[_Pair]], actor: str) ->
             if lesson is None:  # deleted meanwhile
                 continue
             before = {"confirmations": lesson.confirmations, "confidence": round(float(lesson.confidence), 4)}
+            jobs = ", ".join(f"{p.failed.job_id}->{p.succeeded.job_id}" for p in pairs[:20])
+            if lesson.source != "inferred":
+                known = {(e.kind, e.occurrence_id) for e in lesson.evidence}
+                for pair in pairs:
+                    for item in _evidence(pair):
+                        if (item["kind"], item.get("occurrence_id")) in known:
+                            continue  # `record --job` made the failure evidence already
+                        lesson.evidence.append(LessonEvidence(
+                            kind=item["kind"], occurrence_id=item.get("occurrence_id"), job_id=item.get("job_id"),
+                            actor=actor, note=clean_text(item.get("note"), 500), created_at=now))
+                session.flush()
+                refresh(session, lesson, now)
+                after = {"confirmations": lesson.confirmations, "confidence": round(float(lesson.confidence), 4)}
+                audit(session, actor, "confirm", lesson_id, before, after, reason=f"resubmission pairs {jobs}")
+                continue
             confidence = max(float(lesson.confidence),
                              min(MAX_INFERRED_CONFIDENCE, float(lesson.confidence) + CONFIRM_STEP * len(pairs)))
             session.execute(
@@ -947,7 +1043,6 @@ def _confirm(store: Store, confirmations: dict[str, list[_Pair]], actor: str) ->
                     for pair in pairs for item in _evidence(pair)]
             session.execute(LessonEvidence.__table__.insert(), rows)
             after = {"confirmations": before["confirmations"] + len(pairs), "confidence": round(confidence, 4)}
-            jobs = ", ".join(f"{p.failed.job_id}->{p.succeeded.job_id}" for p in pairs[:20])
             audit(session, actor, "confirm", lesson_id, before, after, reason=f"resubmission pairs {jobs}")
 
 
@@ -987,7 +1082,8 @@ def learn_from_history(store: Store, *, window_hours: float = DEFAULT_WINDOW_HOU
     else:
         pairs = _all_pairs(store, window, summary)
     summary.pairs_found = len(pairs)
-    by_key, used = _known_lessons(store, pairs)
+    known = _known_lessons(store, pairs)
+    by_key, used = known.by_key, known.used
     confirmations: dict[str, list[_Pair]] = defaultdict(list)
     for pair in sorted(pairs, key=lambda p: (p.failed.anchor, p.failed.cluster, p.failed.job_id)):
         if pair.failed.occurrence_id in used:
@@ -1001,9 +1097,11 @@ def learn_from_history(store: Store, *, window_hours: float = DEFAULT_WINDOW_HOU
             summary.skip(plan)
             continue
         used.add(pair.failed.occurrence_id)
-        key = (pair.failed.signature_id, _action_key(plan.actions))
-        if key in by_key:
-            confirmations[by_key[key]].append(pair)
+        fix = _action_key(plan.actions)
+        key = (pair.failed.signature_id, fix)
+        same = known.by_occurrence.get(pair.failed.occurrence_id, {}).get(fix) or by_key.get(key)
+        if same is not None:  # the lesson of this fix exists (an agent's, a person's, or learned before)
+            confirmations[same].append(pair)
             continue
         context, cause, fix = _texts(pair, plan)
         failed = pair.failed

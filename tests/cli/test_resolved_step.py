@@ -9,6 +9,8 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from tests.cli.helpers import run_hpcmem
 from tests.conftest import SAMPLES
 
@@ -59,3 +61,62 @@ def test_an_ambiguous_short_id_is_one_line_naming_how_many_match(tmp_path: Path)
         assert all(i in error for i in TWINS)
     fed = json.loads(ok(run_hpcmem("feedback", TWINS[1], "--worked", "--json")).stdout)  # the whole id decides
     assert fed["lesson_id"] == TWINS[1] and fed["confirmations"] == 1
+
+
+# ------------------------------------------------------------------ learn confirms the agent's lesson
+
+REAL = SAMPLES / "sacct" / "real-22.05-parsable2.psv"  # jobs 1-7 of a real Slurm 22.05 cluster
+RESUBMITTED = SAMPLES / "sacct" / "resubmissions" / "real-22.05-oom-timeout-resubmitted.psv"  # + 9 and 10
+# Later: oom.sh fails again at its script's 50M (job 11) and completes with --mem=400M (job 12). The
+# rows are jobs 4 and 9 of RESUBMITTED with new ids and times, in the same 18 fields.
+LATER = """\
+JobID|JobName|User|Account|Partition|State|ExitCode|DerivedExitCode|Elapsed|Timelimit|ReqMem|MaxRSS|NodeList|Submit|Start|End|WorkDir|SubmitLine
+11|oom|alice|research|main|OUT_OF_MEMORY|0:125|0:0|00:00:01|00:02:00|50M||localhost|2026-11-30T03:00:00|2026-11-30T03:00:02|2026-11-30T03:00:03|/home/alice/jobs|sbatch --parsable oom.sh
+11.batch|batch||research||OUT_OF_MEMORY|0:125||00:00:01|||44064K|localhost|2026-11-30T03:00:02|2026-11-30T03:00:02|2026-11-30T03:00:03||
+12|oom|alice|research|main|COMPLETED|0:0|0:0|00:00:04|00:02:00|400M||localhost|2026-11-30T03:05:00|2026-11-30T03:05:00|2026-11-30T03:05:04|/home/alice/jobs|sbatch --parsable --mem=400M oom.sh
+12.batch|batch||research||COMPLETED|0:0||00:00:04|||308644K|localhost|2026-11-30T03:05:00|2026-11-30T03:05:00|2026-11-30T03:05:04||
+"""
+OOM_LOG = ("slurmstepd: error: Detected 1 oom_kill event in StepId=4.batch. Some of your processes may have been "
+           "killed by the cgroup out-of-memory handler.")
+
+
+def lessons() -> list[dict]:
+    return json.loads(ok(run_hpcmem("lessons", "list", "--json")).stdout)
+
+
+def with_memory_fix(listed: list[dict]) -> list[dict]:
+    return [l for l in listed if any(a.get("option") == "--mem" for a in l["actions"])]
+
+
+@pytest.mark.parametrize("told", [("--job", "4", "--action=--mem=400M"),
+                                  ("--error", OOM_LOG, "--action=--mem=400")])  # 400 is MB to sbatch
+def test_learn_confirms_the_agents_lesson_instead_of_writing_a_second(tmp_path: Path, told):
+    ok(run_hpcmem("ingest", "sacct", str(REAL)))
+    how, what, action = told
+    mine = json.loads(ok(run_hpcmem("record", how, what, "--cause", "oom.sh grows to about 300 MB",
+                                    "--fix", "submit oom.sh with --mem=400M", action, "--json")).stdout)
+    # the resubmission that completed: ingest pairs 4 -> 9 (and 1 -> 10, a time fix)
+    learned = json.loads(ok(run_hpcmem("ingest", "sacct", str(RESUBMITTED),
+                                       "--json")).stdout)["learned"]
+    assert (learned["pairs_found"], learned["lessons_created"], learned["lessons_confirmed"]) == (2, 1, 1)
+    (only,) = with_memory_fix(lessons())  # no second lesson with the same fix
+    assert only["lesson_id"] == mine["lesson_id"]
+    shown = json.loads(ok(run_hpcmem("lessons", "show", mine["lesson_id"][:8], "--json")).stdout)
+    assert ("fixed_by", "9") in {(e["kind"], e["job_id"]) for e in shown["evidence"]}
+    assert shown["confirmations"] == 1 and shown["confidence"] > mine["confidence"]
+    assert shown["fix"] == "submit oom.sh with --mem=400M"  # the recorded words stay
+    assert [h["action"] for h in shown["history"]] == ["create", "confirm"]
+
+    # a later failure and success with the same fix confirm the same lesson
+    later = tmp_path / "later.psv"
+    later.write_text(LATER)
+    learned = json.loads(ok(run_hpcmem("ingest", "sacct", str(later), "--json")).stdout)["learned"]
+    assert (learned["lessons_created"], learned["lessons_confirmed"], learned["lesson_ids"]) == (
+        0, 1, [mine["lesson_id"]])
+    (only,) = with_memory_fix(lessons())
+    assert only["confirmations"] == 2 and only["fix"] == "submit oom.sh with --mem=400M"
+    # relearning everything counts nothing twice
+    again = json.loads(ok(run_hpcmem("learn", "--full", "--json")).stdout)
+    assert (again["lessons_created"], again["lessons_confirmed"]) == (0, 0)
+    assert again["skipped"]["already_learned"] == 3
+    assert with_memory_fix(lessons())[0]["confirmations"] == 2

@@ -236,6 +236,45 @@ def test_real_format_failure_and_resubmission(store_factory):
     assert summary.skipped == {"no_followup": 4}
 
 
+def test_a_lesson_someone_recorded_with_the_same_fix_is_confirmed_not_written_again(store_factory):
+    """Issue 34, item 3: an agent recorded the fix of a failed job; the resubmission that
+    completed confirms that lesson (evidence, confidence up, its words kept) instead of
+    becoming a second lesson, however the same fix is spelled (32768M for 32G; load for swap).
+    A rejected lesson is not confirmed, and a different fix is still learned."""
+    from hpcmem.kb.lessons.curation import reject_lesson
+    from hpcmem.kb.lessons.from_error import record
+    from hpcmem.kb.store.stack import StoreStack
+
+    store = store_factory().open()
+    ingest(store, RESUB / "lab-followups.psv")
+    stack = StoreStack(user=store)
+    told = {job: record(stack, cause=f"cause of {job}", fix=f"what fixed {job}", author="carol", source="agent",
+                        job_id=job, actions=[action])
+            for job, action in (("53013", "--mem=32768M"),  # learned as --mem 16G -> 32G
+                                ("53017", "module load cuda/12.4"),  # learned as module swap cuda/11.8 cuda/12.4
+                                ("53019", "--mem=12G"),  # rejected below: learn writes its own
+                                ("53010", "--mem-per-cpu=8G"))}  # another fix than the 2G -> 4G that ran
+    reject_lesson(stack, told["53019"]["lesson_id"], actor="carol", reason="wrong")
+    summary = learn_from_history(store)
+    assert (summary.lessons_created, summary.lessons_confirmed) == (6 - 2, 2)
+    lessons = lessons_by_failed_job(store)
+    for job in ("53013", "53017"):
+        assert lessons[job]["lesson_id"] == told[job]["lesson_id"]
+        assert lessons[job]["fix"] == f"what fixed {job}" and lessons[job]["confirmations"] == 1
+        assert lessons[job]["confidence"] > told[job]["confidence"]
+        assert ("fixed_by", {"53013": "53014", "53017": "53018"}[job]) in evidence_pairs(lessons[job])
+        assert [e["kind"] for e in lessons[job]["provenance"]["evidence"]].count("occurrence") == 1
+    with store.session() as s:
+        inferred = {(row.actions[0].get("option") or row.actions[0].get("name"), row.actions[0]["to"]
+                     if row.actions[0]["type"] == "sbatch" else "") for row in
+                    s.scalars(select(Lesson).where(Lesson.source == "inferred"))}
+    assert ("--mem", "32G") not in inferred and ("cuda/12.4", "") not in inferred
+    assert ("--mem", "12G") in inferred and ("--mem-per-cpu", "4G") in inferred
+    # the next run counts nothing twice
+    again = learn_from_history(store, full=True)
+    assert (again.lessons_created, again.lessons_confirmed) == (0, 0)
+
+
 def test_failure_without_successful_followup_teaches_nothing(store_factory):
     store = store_factory().open()
     ingest(store, SACCT / "real-22.05-parsable2.psv", cluster="testcl")
