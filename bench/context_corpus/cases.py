@@ -39,6 +39,10 @@ class Case:
     expect: str = "REJECTED"  # or the sacct State the job or one of its steps must end in
     action: str | None = None  # "cancel" (by the user), "cancel_admin", "preempt"
     stage: tuple[str, ...] = field(default=())  # programs copied into the project dir
+    # Added for the validation set (cases_validation.py); the defaults leave these cases as they were.
+    user: str | None = None  # who submits (None: the lab's user, alice)
+    venv: bool = False  # the project has its own venv (python3 -m venv .venv; pip installs `packages`)
+    packages: tuple[str, ...] = ()  # packages whose version the job's Python reports
 
 
 GROW = ("grow.py",)

@@ -12,6 +12,13 @@ or the tail of the job's output file) and the job's context read from the real s
 Run as root on Debian/Ubuntu (the lab installs packages and starts daemons), from the
 repository: ``.venv/bin/python bench/context_corpus/make_context_corpus.py``. Takes about
 8 minutes, most of it waiting for time limits. ``--out DIR`` writes elsewhere.
+
+``--set validation`` makes the validation collection (data/corpus/context-validation/) instead:
+the cases of ``cases_validation.py`` with the classes of ``classes_validation.jsonl`` and the
+job scripts of ``jobs_validation/``, on the same cluster plus a second user (``bob``, default
+account ``imaging``, account ``research`` on ``debug`` only), a second module-provided library
+(``libhpcblas.so.1``/``.so.2``) and numpy in project venvs; every instance in part
+``validation``. The default set is unchanged.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(HERE))
 
 from cases import CASES, Case, part_of_family  # noqa: E402
+from cases_validation import CASES as VALIDATION_CASES  # noqa: E402
 from tests.integration.slurm_lab import ACTIVE_STATES, SlurmLab, SubmissionRejected  # noqa: E402
 
 from hpcmem.kb.slurm_units import (  # noqa: E402
@@ -50,6 +58,15 @@ from hpcmem.kb.slurm_units import (  # noqa: E402
 JOBS = HERE / "jobs"
 PROGRAMS = HERE / "programs"
 OUT = REPO / "data" / "corpus" / "context"
+# What each set is made of; "context" is the first collection (calibration / held-out split),
+# "validation" the later one (one part).
+SETS = {
+    "context": {"cases": CASES, "classes": HERE / "classes.jsonl", "jobs": JOBS, "out": OUT, "prefix": "ctx",
+                "urgent": "urgent.sh", "extra_users": ()},
+    "validation": {"cases": VALIDATION_CASES, "classes": HERE / "classes_validation.jsonl",
+                   "jobs": HERE / "jobs_validation", "out": REPO / "data" / "corpus" / "context-validation",
+                   "prefix": "ctxv", "urgent": "hotfix.sh", "extra_users": ("bob",)},
+}  # fmt: skip
 TAIL_LINES = 15
 # The flat context of issue 26, the keys of kb/jobs/context.py's FIELDS; null = not known.
 CONTEXT_KEYS = (
@@ -75,6 +92,16 @@ whatis("Version: {version}")
 family("hpcfft")
 prepend_path("LD_LIBRARY_PATH", "{libdir}")
 """
+BLAS_LUA = """-- made by bench/context_corpus/make_context_corpus.py for the context corpus (validation set)
+help([[hpcblas {version}: a small BLAS library (libhpcblas.so.{soname})]])
+whatis("Name: hpcblas")
+whatis("Version: {version}")
+family("hpcblas")
+prepend_path("LD_LIBRARY_PATH", "{libdir}")
+"""
+# The validation set's second user and its associations (made by this driver, not the lab):
+# bob's default account is imaging (any partition); research he may use on debug only.
+VALIDATION_ACCOUNT = "imaging"
 
 
 # -- the request as written -----------------------------------------------------------------
@@ -115,6 +142,8 @@ def request_context(pairs: list[tuple[str, str]]) -> dict:
     if "--mem-per-cpu" in opts:
         ctx["mem_per_cpu_mb"] = parse_size_mb(opts["--mem-per-cpu"])
     per_task, tasks = int(opts.get("--cpus-per-task", 1)), int(opts.get("--ntasks", 1))
+    if "--ntasks-per-node" in opts and "--ntasks" not in opts:
+        tasks = int(opts["--ntasks-per-node"]) * int(opts.get("--nodes", 1))
     ctx["cpus"] = max(per_task * tasks, int(opts.get("--mincpus", 1)))
     ctx["nodes"] = int(opts.get("--nodes", 1))
     if "--time" in opts:
@@ -125,6 +154,9 @@ def request_context(pairs: list[tuple[str, str]]) -> dict:
     for key in ("--gpus", "--gpus-per-node"):
         if key in opts:
             gres = [f"gpu:{opts[key]}"]
+    if "--gpus-per-task" in opts:  # per task: the job's count is that times the tasks
+        kind, _, count = opts["--gpus-per-task"].rpartition(":")
+        gres = [f"gpu:{kind + ':' if kind else ''}{int(count) * tasks}"]
     if gres:
         ctx["gres"] = gres
         gpus = [int(g.rsplit(":", 1)[1]) for g in gres if g.split(":", 1)[0] == "gpu"]
@@ -204,7 +236,8 @@ def job_env(workdir: Path, job_id: int) -> dict[str, str]:
     return env
 
 
-def env_context(env: dict[str, str], lab: SlurmLab, command: str | None) -> dict:
+def env_context(env: dict[str, str], lab: SlurmLab, command: str | None, user: str | None = None,
+                packages: tuple[str, ...] = ()) -> dict:
     ctx: dict = {"modules": [m for m in env.get("LOADEDMODULES", "").split(":") if m]}
     if env.get("CONDA_DEFAULT_ENV"):
         ctx["conda_env"] = env["CONDA_DEFAULT_ENV"]
@@ -212,10 +245,18 @@ def env_context(env: dict[str, str], lab: SlurmLab, command: str | None) -> dict
         ctx["venv"] = env["VIRTUAL_ENV"]
     if command and command.split()[0].startswith("python"):
         # the interpreter the job's PATH finds, asked as the job's user
-        result = lab.run_as(lab.user, ["env", f"PATH={env.get('PATH', '')}", command.split()[0], "-c",
-                                       "import platform; print(platform.python_version())"])
+        result = lab.run_as(user or lab.user, ["env", f"PATH={env.get('PATH', '')}", command.split()[0], "-c",
+                                               "import platform; print(platform.python_version())"])
         if result.returncode == 0:
             ctx["python"] = result.stdout.strip()
+        versions = {}
+        for name in packages:  # named by the case: what that interpreter imports
+            result = lab.run_as(user or lab.user, ["env", f"PATH={env.get('PATH', '')}", command.split()[0], "-c",
+                                                   f"import importlib.metadata as m; print(m.version({name!r}))"])
+            if result.returncode == 0:
+                versions[name] = result.stdout.strip()
+        if versions:
+            ctx["packages"] = versions
     return ctx
 
 
@@ -263,35 +304,86 @@ def build_software(lab: SlurmLab) -> Path:
     return build
 
 
-def project_dir(lab: SlurmLab, project: str) -> Path:
-    path = lab.workdir() / project
+def build_validation_software(lab: SlurmLab, build: Path) -> None:
+    """For the validation set, beside build_software's: libhpcblas.so.1 / .so.2 behind modules
+    hpcblas/1.0 and 2.0, dgemm_bench (linked to .so.1) and eigsolve (.so.2) without rpath, the
+    C programs stencil and heat. (numpy goes into each project's venv, see stage: a system-wide
+    python3-numpy would shadow the numpy of other tools that run on the system Python.)"""
+    for version, soname in (("1.0", "1"), ("2.0", "2")):
+        libdir = lab.root / "sw" / "hpcblas" / version / "lib"
+        shutil.rmtree(libdir.parent, ignore_errors=True)
+        libdir.mkdir(parents=True)
+        lib = libdir / f"libhpcblas.so.{soname}"
+        subprocess.run(["gcc", "-shared", "-fPIC", f"-Wl,-soname,libhpcblas.so.{soname}", "-o", str(lib),
+                        str(PROGRAMS / "hpcblas.c")], check=True)  # fmt: skip
+        (libdir / "libhpcblas.so").symlink_to(lib.name)
+        moddir = lab.module_path / "hpcblas"
+        moddir.mkdir(exist_ok=True)
+        (moddir / f"{version}.lua").write_text(BLAS_LUA.format(version=version, soname=soname, libdir=libdir))
+        for path in (lab.root / "sw" / "hpcblas", libdir.parent, libdir, moddir):
+            path.chmod(0o755)
+    for program, version in (("dgemm_bench", "1.0"), ("eigsolve", "2.0")):
+        libdir = lab.root / "sw" / "hpcblas" / version / "lib"
+        subprocess.run(["gcc", "-O2", "-o", str(build / program), str(PROGRAMS / f"{program}.c"), f"-L{libdir}",
+                        "-lhpcblas"], check=True)  # fmt: skip
+    for program in ("stencil", "heat"):
+        subprocess.run(["gcc", "-O2", "-o", str(build / program), str(PROGRAMS / f"{program}.c")], check=True)
+    for name in ("dgemm_bench", "eigsolve", "stencil", "heat"):
+        (build / name).chmod(0o755)
+    for name in ("features_np.py", "blas_check.py"):
+        shutil.copyfile(PROGRAMS / name, build / name)
+
+
+def validation_accounts(lab: SlurmLab) -> None:
+    """bob: default account imaging (any partition); research on debug only; the lab's QOS."""
+    for argv in (
+        ["sacctmgr", "-i", "add", "account", VALIDATION_ACCOUNT, "Description=hpcmem-validation", "Organization=hpcmem"],
+        ["sacctmgr", "-i", "add", "user", "bob", f"Account={VALIDATION_ACCOUNT}"],
+        ["sacctmgr", "-i", "modify", "user", "bob", "set", f"DefaultAccount={VALIDATION_ACCOUNT}"],
+        ["sacctmgr", "-i", "delete", "user", "bob", "account=research"],
+        ["sacctmgr", "-i", "add", "user", "bob", "Account=research", "Partition=debug"],
+        ["sacctmgr", "-i", "modify", "user", "bob", "set", "QOS=normal,short,urgent", "DefaultQOS=normal"],
+    ):  # fmt: skip
+        lab.check(argv)
+
+
+def project_dir(lab: SlurmLab, project: str, user: str | None = None) -> Path:
+    user = user or lab.user
+    path = lab.workdir(user) / project
     if not path.is_dir():
         path.mkdir()
-        chown_to(path, lab.user)
+        chown_to(path, user)
     return path
 
 
 def stage(lab: SlurmLab, build: Path, case: Case, workdir: Path) -> None:
     for name in case.stage:
         target = workdir / name
+        if target.exists() and target.read_bytes() == (build / name).read_bytes():
+            continue  # staged for an earlier case (and maybe running: a busy binary cannot be rewritten)
         shutil.copyfile(build / name, target)
         target.chmod(0o755)
-        chown_to(target, lab.user)
+        chown_to(target, case.user or lab.user)
+    if case.venv and not (workdir / ".venv").exists():  # the project's own venv, made by its user with pip
+        for argv in (["python3", "-m", "venv", ".venv"],
+                     [".venv/bin/python", "-m", "pip", "install", "--quiet", *case.packages]):
+            lab.check(argv, user=case.user or lab.user, cwd=workdir, timeout=600)
 
 
-def submit(lab: SlurmLab, case: Case, workdir: Path) -> tuple[int | None, dict]:
-    """sbatch the case as the lab user from its project dir; (job id or None, what sbatch said)."""
-    text = (JOBS / case.script).read_text()
+def submit(lab: SlurmLab, case: Case, workdir: Path, jobs: Path = JOBS) -> tuple[int | None, dict]:
+    """sbatch the case as its user from its project dir; (job id or None, what sbatch said)."""
+    user = case.user or lab.user
+    text = (jobs / case.script).read_text()
     path = workdir / case.script
     path.write_text(text)
-    chown_to(path, lab.user)
+    chown_to(path, user)
     argv = ["sbatch", "--parsable", *case.args, case.script, *case.script_args]
     if case.premodules:  # a login shell that loaded modules, then submitted
         shell = (f'export MODULEPATH="{lab.module_path}"; source "{lab.lmod_init}"; '
                  f"module load {' '.join(case.premodules)} && exec {shlex.join(argv)}")
-        result = lab.run_as(lab.user, ["bash", "-c", shell], cwd=workdir)
+        result = lab.run_as(user, ["bash", "-c", shell], cwd=workdir)
     else:
-        result = lab.run_as(lab.user, argv, cwd=workdir)
+        result = lab.run_as(user, argv, cwd=workdir)
     said = {"argv": argv, "returncode": result.returncode, "stderr": result.stderr}
     match = re.fullmatch(r"(\d+)(;\S+)?", result.stdout.strip())
     return (int(match.group(1)) if result.returncode == 0 and match else None), said
@@ -303,15 +395,16 @@ def wait_all(lab: SlurmLab, ids: list[int], timeout: float) -> None:
         lab.wait(job, timeout=max(5.0, deadline - time.monotonic()))
 
 
-def run_cases(lab: SlurmLab, build: Path, cases: list[Case], log) -> dict[str, dict]:
+def run_cases(lab: SlurmLab, build: Path, cases: list[Case], log, jobs: Path = JOBS,
+              urgent_script: str = "urgent.sh") -> dict[str, dict]:
     """Submit in phases (rejections, quick jobs, cancels, preemptions, time limits): the
     node has two CPUs, and a cancel or preemption needs its job running."""
     done: dict[str, dict] = {}
 
     def go(case: Case) -> int | None:
-        workdir = project_dir(lab, case.project)
+        workdir = project_dir(lab, case.project, case.user)
         stage(lab, build, case, workdir)
-        job, said = submit(lab, case, workdir)
+        job, said = submit(lab, case, workdir, jobs)
         done[case.name] = {"case": case, "job": job, "sbatch": said, "workdir": workdir}
         log(f"{case.name}: {'job ' + str(job) if job else 'rejected: ' + said['stderr'].strip()[:90]}")
         return job
@@ -325,7 +418,7 @@ def run_cases(lab: SlurmLab, build: Path, cases: list[Case], log) -> dict[str, d
         if job:
             lab.wait_running(job)
             time.sleep(4)  # let it print some progress first
-            who = lab.user if case.action == "cancel" else "root"
+            who = (case.user or lab.user) if case.action == "cancel" else "root"
             lab.check(["scancel", str(job)], user=who)
             lab.wait(job, timeout=60)
     for case in [c for c in cases if c.action == "preempt"]:
@@ -333,7 +426,7 @@ def run_cases(lab: SlurmLab, build: Path, cases: list[Case], log) -> dict[str, d
         if job:
             lab.wait_running(job)
             time.sleep(4)
-            urgent, said = submit(lab, Case("urgent", "", "urgent.sh"), project_dir(lab, case.project))
+            urgent, said = submit(lab, Case("urgent", "", urgent_script), project_dir(lab, case.project), jobs)
             log(f"  urgent job {urgent} for {case.name}: {said['stderr'].strip()[:90]}")
             lab.wait(job, timeout=60)
             if urgent:
@@ -347,19 +440,23 @@ def run_cases(lab: SlurmLab, build: Path, cases: list[Case], log) -> dict[str, d
 
 # -- instances ------------------------------------------------------------------------------
 
-def cluster_defaults(lab: SlurmLab) -> dict:
-    """What Slurm fills in for a request that names no partition, account or QOS."""
+def cluster_defaults(lab: SlurmLab, who: str | None = None) -> dict:
+    """What Slurm fills in for a request (of ``who``, default the lab user) that names no
+    partition, account or QOS."""
+    who = who or lab.user
     parts = lab.check(["scontrol", "show", "partition", "-o"])
     default = next(m.group(1) for m in re.finditer(r"PartitionName=(\S+).*?Default=YES", parts))
-    user = lab.check(["sacctmgr", "-n", "-P", "show", "user", lab.user, "format=defaultaccount"]).strip()
-    qos = lab.check(["sacctmgr", "-n", "-P", "show", "assoc", f"user={lab.user}", f"account={user}",
+    user = lab.check(["sacctmgr", "-n", "-P", "show", "user", who, "format=defaultaccount"]).strip()
+    qos = lab.check(["sacctmgr", "-n", "-P", "show", "assoc", f"user={who}", f"account={user}",
                      "format=defaultqos"]).split()  # fmt: skip
     return {"partition": default, "account": user, "qos": (qos[0] if qos and qos[0] else "normal")}
 
 
-def make_instance(lab: SlurmLab, entry: dict, fields: list[str], defaults: dict) -> tuple[dict | None, str]:
+def make_instance(lab: SlurmLab, entry: dict, fields: list[str], defaults: dict,
+                  jobs: Path = JOBS) -> tuple[dict | None, str]:
+    """``defaults``: cluster_defaults of the case's user."""
     case: Case = entry["case"]
-    text_of_script = (JOBS / case.script).read_text()
+    text_of_script = (jobs / case.script).read_text()
     pairs = option_pairs(text_of_script, case.args)
     program = program_context(text_of_script)
     ctx = dict.fromkeys(CONTEXT_KEYS)
@@ -387,7 +484,8 @@ def make_instance(lab: SlurmLab, entry: dict, fields: list[str], defaults: dict)
     ctx.update(job_context(rows, pairs))
     ctx.update(program)
     ctx["workdir"] = ctx["workdir"] or str(entry["workdir"])
-    ctx.update(env_context(job_env(entry["workdir"], entry["job"]), lab, ctx.get("command")))
+    ctx.update(env_context(job_env(entry["workdir"], entry["job"]), lab, ctx.get("command"), case.user,
+                           case.packages))
     text = tail(lab.job_paths(entry["job"]).stdout)
     if not text.strip():
         return None, f"job {entry['job']} left no output"
@@ -398,64 +496,79 @@ def make_instance(lab: SlurmLab, entry: dict, fields: list[str], defaults: dict)
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--set", choices=sorted(SETS), default="context",
+                        help="context: the first collection (default); validation: the later one")
+    parser.add_argument("--out", type=Path, help="default: the set's folder under data/corpus/")
     parser.add_argument("--only", help="comma-separated case names (a trial run; nothing is written)")
     args = parser.parse_args(argv)
-    cases = list(CASES)
+    chosen = SETS[args.set]
+    out = args.out or chosen["out"]
+    cases = list(chosen["cases"])
     if args.only:
         cases = [c for c in cases if c.name in set(args.only.split(","))]
-    classes = [json.loads(line) for line in (HERE / "classes.jsonl").read_text().splitlines() if line.strip()]
+    classes = [json.loads(line) for line in chosen["classes"].read_text().splitlines() if line.strip()]
     family = {c["class"]: c["family"] for c in classes}
     missing = sorted({c.cls for c in cases} - set(family))
     if missing:
-        print(f"classes.jsonl lacks {missing}", file=sys.stderr)
+        print(f"{chosen['classes'].name} lacks {missing}", file=sys.stderr)
         return 2
+
+    def part(cls: str) -> str:  # the first collection is split by family; the validation one is one part
+        return part_of_family(family[cls]) if args.set == "context" else "validation"
 
     def log(msg: str) -> None:
         print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
     started = datetime.now(timezone.utc)
-    lab = SlurmLab(gres={"gpu": 2}, policies=True)
+    lab = SlurmLab(gres={"gpu": 2}, policies=True, extra_users=chosen["extra_users"])
     with lab:
         if lab.cgroup_mode != "v1":
             log("warning: no cgroup v1 here; OOM cases will end FAILED, not OUT_OF_MEMORY")
         version = lab.check(["sinfo", "--version"]).strip()
         lmod = lab.run(["bash", "-c", f'source "{lab.lmod_init}"; module --version'])
         lmod_version = re.search(r"Version\s+(\S+)", lmod.stderr + lmod.stdout)
-        log(f"{version}, cgroup {lab.cgroup_mode}, {len(cases)} cases")
+        log(f"{version}, cgroup {lab.cgroup_mode}, set {args.set}, {len(cases)} cases")
         build = build_software(lab)
+        if args.set == "validation":
+            build_validation_software(lab, build)
+            validation_accounts(lab)
         available = set(lab.check(["sacct", "-e"]).split())
         fields = [f for f in SACCT_FIELDS if f in available]
-        defaults = cluster_defaults(lab)
-        done = run_cases(lab, build, cases, log)
+        users = sorted({c.user or lab.user for c in cases})
+        defaults = {user: cluster_defaults(lab, user) for user in users}
+        done = run_cases(lab, build, cases, log, chosen["jobs"], chosen["urgent"])
         lab.wait_accounted([d["job"] for d in done.values() if d["job"]], timeout=60)
         instances, dropped = [], []
         for case in cases:
-            instance, why = make_instance(lab, done[case.name], fields, defaults)
+            instance, why = make_instance(lab, done[case.name], fields, defaults[case.user or lab.user],
+                                          chosen["jobs"])
             if instance is None:
                 dropped.append({"case": case.name, "class": case.cls, "why": why})
                 log(f"DROPPED {case.name}: {why}")
             else:
-                instances.append(instance | {"class": case.cls, "split": part_of_family(family[case.cls])})
+                instances.append(instance | {"class": case.cls, "split": part(case.cls)})
         provenance = {
             "made": started.strftime("%Y-%m-%dT%H:%M:%SZ"), "slurm": version,
             "lmod": lmod_version.group(1) if lmod_version else None, "cgroup": lab.cgroup_mode,
             "python": platform.python_version(), "kernel": platform.release(),
             "cases": len(cases), "instances": len(instances), "dropped": dropped,
         }  # fmt: skip
+        if args.set != "context":
+            provenance |= {"set": args.set, "users": users, "defaults": defaults,
+                           "seconds": round((datetime.now(timezone.utc) - started).total_seconds())}
     if args.only:
         print(json.dumps(instances, indent=1))
         return 0
-    args.out.mkdir(parents=True, exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
     order = ("id", "class", "split", "stage", "text", "context", "case", "script", "job_id", "submit_line",
              "sbatch_exit", "sacct")  # fmt: skip
-    with open(args.out / "instances.jsonl", "w", encoding="utf-8") as fh:
+    with open(out / "instances.jsonl", "w", encoding="utf-8") as fh:
         for n, inst in enumerate(instances, 1):
-            inst["id"] = f"ctx-{n:04d}"
+            inst["id"] = f"{chosen['prefix']}-{n:04d}"
             fh.write(json.dumps({k: inst[k] for k in order}) + "\n")
-    shutil.copyfile(HERE / "classes.jsonl", args.out / "classes.jsonl")
-    (args.out / "provenance.json").write_text(json.dumps(provenance, indent=1) + "\n")
-    log(f"wrote {len(instances)} instances ({len(dropped)} dropped) to {args.out}")
+    shutil.copyfile(chosen["classes"], out / "classes.jsonl")
+    (out / "provenance.json").write_text(json.dumps(provenance, indent=1) + "\n")
+    log(f"wrote {len(instances)} instances ({len(dropped)} dropped) to {out}")
     return 0
 
 

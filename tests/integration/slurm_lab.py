@@ -239,6 +239,9 @@ class SlurmLab:
     (MaxWall ``short_qos_minutes``, DenyOnLimit) and ``urgent`` (preempts QOS normal jobs by
     cancelling them: PreemptType=preempt/qos), which the lab user may use, and sets
     EnforcePartLimits=ALL (a job beyond every partition's limits is refused, not queued).
+    ``extra_users`` (e.g. ``("bob",)``) are more ordinary users, created and registered like
+    the lab user (account ``research``; with ``policies``, the same QOS list), each with a
+    work dir; the teaching account stays the lab user's only.
     """
 
     def __init__(
@@ -256,6 +259,7 @@ class SlurmLab:
         gres: dict[str, int] | None = None,
         policies: bool = False,
         short_qos_minutes: int = 1,
+        extra_users: Sequence[str] = (),
     ):
         if cgroup not in ("auto", "v1", "none"):
             raise ValueError(f"cgroup must be auto, v1 or none, not {cgroup!r}")
@@ -272,6 +276,7 @@ class SlurmLab:
         self.gres = dict(gres or {})
         self.policies = policies
         self.short_qos_minutes = short_qos_minutes
+        self.extra_users = tuple(extra_users)
         self.etc = self.root / "etc"
         self.conf = self.etc / "slurm.conf"
         self.log_dir = self.root / "log"
@@ -329,7 +334,8 @@ class SlurmLab:
                     "start (another Slurm?); pass SlurmLab(base_port=...)"
                 )
         self._prepare_tree()
-        self._ensure_user(self.user)
+        for user in (self.user, *self.extra_users):
+            self._ensure_user(user)
         mark("config")
         self.started_at = datetime.now(timezone.utc).replace(microsecond=0)
         self._start_munged()
@@ -739,6 +745,8 @@ class SlurmLab:
             ["sacctmgr", "-i", "add", "user", self.user,
              f"Account={ACCOUNT}", f"DefaultAccount={ACCOUNT}"],
             ["sacctmgr", "-i", "add", "user", "root", f"Account={ACCOUNT}"],
+            *(["sacctmgr", "-i", "add", "user", user, f"Account={ACCOUNT}", f"DefaultAccount={ACCOUNT}"]
+              for user in self.extra_users),
         ):  # fmt: skip
             self.check(argv)
         if self.policies:
@@ -750,8 +758,9 @@ class SlurmLab:
             ["sacctmgr", "-i", "add", "qos", SHORT_QOS,
              f"MaxWall={self.short_qos_minutes}", "Flags=DenyOnLimit"],
             ["sacctmgr", "-i", "add", "qos", URGENT_QOS, "Preempt=normal", "PreemptMode=cancel"],
-            ["sacctmgr", "-i", "modify", "user", self.user, "set",
-             f"QOS=normal,{SHORT_QOS},{URGENT_QOS}", "DefaultQOS=normal"],
+            *(["sacctmgr", "-i", "modify", "user", user, "set",
+               f"QOS=normal,{SHORT_QOS},{URGENT_QOS}", "DefaultQOS=normal"]
+              for user in (self.user, *self.extra_users)),
             ["sacctmgr", "-i", "add", "account", RESTRICTED_ACCOUNT,
              "Description=hpcmem-test-restricted", "Organization=hpcmem"],
             ["sacctmgr", "-i", "add", "user", self.user, f"Account={RESTRICTED_ACCOUNT}",

@@ -1,0 +1,10 @@
+#!/bin/bash
+#SBATCH --job-name=eig-step
+#SBATCH --time=2
+#SBATCH --mem=100M
+#SBATCH --output=%x-%j.out
+export MODULEPATH="$HPCMEM_LAB_MODULES"
+source "$HPCMEM_LAB_LMOD_INIT"
+if [ $# -gt 0 ]; then module load "$@"; fi
+env > ".job-env.$SLURM_JOB_ID"
+srun ./eigsolve
