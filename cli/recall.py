@@ -274,7 +274,7 @@ def _render(result: dict[str, Any]) -> None:
                 lines.append(Text(f"Differs: your job's {d['field']} {d['query']}, the lesson's {d['lesson']}",
                                   style="yellow"))
                 continue
-            note = " (its fix depends on it)" if d["matters"] else ""
+            note = " (it decides: another failure, or what the fix depends on)" if d["matters"] else ""
             lines.append(Text(f"Differs: yours {d['query']}, the lesson's {d['lesson']}{note}", style="yellow"))
         for reason in m.get("inapplicable", []):
             lines.append(Text(f"Not for this job: {reason}", style="yellow"))

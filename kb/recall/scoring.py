@@ -28,7 +28,9 @@ emb_excerpt         cosine of the excerpts' embeddings
 emb_cause           cosine of the query excerpt's embedding and the lesson's cause text's (the
                     cause's vector is encoded once and cached in the user's store, like a query's)
 fix_agree           fix-deciding tokens (sonames, versions, modules...) the two share
-conflict_matters    such tokens that differ where the lesson's fix names them
+conflict_matters    such tokens that differ where the lesson's fix names them, or whose kind names
+                    another failure outright (Slurm's verdict, another errno, library family,
+                    symbol-version family or message phrase; see ``kb/recall/fixtokens.py``)
 conflict_version    such a token with the lesson's name but another version, where the fix
                     does not name the version (GLIBCXX_3.4.29 vs 3.4.32)
 conflict_name       such a token of the same kind with another name, where the fix does not
@@ -56,8 +58,9 @@ from the query's where its fix or its failure depends on them, whose fix the job
 satisfies, or whose cause depends on a partition or GPU type the job lacks, is at most
 *related*, with the reason: never applied against the facts.
 
-A lesson whose fix names a token that differs from the query's (``conflict_matters``) is at
-most *related*, whatever its probability: its fix is about another library or version. It
+A lesson with a token that differs from the query's where it decides (``conflict_matters``:
+the fix names it, or the kind names another failure outright) is at most *related*,
+whatever its probability: its fix is about another library, version or failure. It
 is *related* whenever it would match without the difference: never a silent veto.
 
 Pure Python: the exact-match path scores without numpy or the model.
