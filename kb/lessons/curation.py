@@ -1,8 +1,10 @@
 """Curation: how a lesson travels from one user's store to a lab and to the whole cluster.
 
-``propose``  copies a user's lesson into a lab store as a *candidate*, generalised first:
-             user paths, job ids, job names and work directories are replaced by
-             placeholders, because a user's failures reveal unpublished work.
+``propose``  copies a user's lesson into a lab store as a *candidate*, generalised first
+             (``kb/lessons/generalise.py``): user paths, job ids and work directories are
+             replaced by placeholders, because a user's failures reveal unpublished work;
+             what scoped the lesson (its script and program, partition, conditions and job
+             context) stays, or the lab lesson would apply to every job with that error.
 ``review``   the lead's queue: the lab's candidates with their evidence, safety flags and
              a diff against lessons already known for the same failure.
 ``approve`` / ``reject`` / ``edit`` / ``merge`` / ``expire`` / ``promote``  the lead's moves.
@@ -25,10 +27,8 @@ commands import it, so SQLAlchemy's import cost never reaches recall.
 from __future__ import annotations
 
 import difflib
-import re
 from collections import Counter
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any, Iterator
 
 from sqlalchemy import func, or_, select
@@ -37,6 +37,13 @@ from sqlalchemy.orm import Session, selectinload
 from sqlalchemy.orm.exc import StaleDataError
 
 from hpcmem.kb.lessons.aliases import add_alias
+from hpcmem.kb.lessons.generalise import (  # noqa: F401 - PrivateContext and generalise_text are part of the API
+    PrivateContext,
+    generalise_text,
+    private_context,
+    public_job_context,
+    scope_conditions,
+)
 from hpcmem.kb.store.access import as_permission_denied
 from hpcmem.kb.lessons.actions import parse_action, validate_action
 from hpcmem.kb.errors import HpcmemError, InputError, NotFound, PermissionDenied
@@ -51,7 +58,7 @@ from hpcmem.kb.lessons.write import (
     record_lesson,
     safety_flags,
 )
-from hpcmem.kb.store.models import LESSON_STATUSES, AuditEntry, Lesson, LessonAlias, LessonCondition, Occurrence
+from hpcmem.kb.store.models import LESSON_STATUSES, AuditEntry, Lesson, LessonAlias, LessonCondition
 from hpcmem.kb.safety.lint import INJECTION_CODES, detect_injection
 from hpcmem.kb.store.stack import StoreStack
 from hpcmem.kb.store.database import Store
@@ -274,82 +281,6 @@ def _add_conditions(lesson: Lesson, conditions: list[Condition] | list[LessonCon
     return added
 
 
-# --- Generalising -------------------------------------------------------------------------------
-
-# A path under a per-user root; the root tells where (home or scratch), the rest is private.
-_USER_PATH = re.compile(
-    r"(?<![\w$])(?P<root>/(?:home|scratch|work|users|u)\d*/"
-    r"(?:(?:gpfs|network|lustre|local)/)?|/global/(?:homes|cscratch\d*|u\d)/(?:[a-z]/)?)"
-    r"(?P<user>[A-Za-z_][A-Za-z0-9_.-]{0,31})(?P<rest>/[^\s'\"`;|&<>),]*)?"
-)
-_SHARED_DIRS = frozenset({"shared", "share", "public", "common", "apps", "software", "sw", "datasets",
-                          "data", "containers", "modules", "tmp", "groups", "group"})
-# Slurm job and step ids in the forms logs and people write them.
-_JOB_IDS = (
-    (re.compile(r"\b(?P<k>(?:Job|Step)Id=)\d+(?:_\d+)?(?P<s>\.\w+)?", re.I), r"\g<k><jobid>\g<s>"),
-    (re.compile(r"\b(?P<k>(?:slurm|job)-)\d+(?:_\d+)?(?P<s>\.(?:out|err|log))", re.I), r"\g<k><jobid>\g<s>"),
-    (re.compile(r"\b(?P<k>(?:array\s+)?job(?:\s*id)?[\s#:=]*)\d{3,}(?:_\d+)?\b", re.I), r"\g<k><jobid>"),
-    (re.compile(r"(?P<k>SLURM_JOB_ID=|%j\b|\$SLURM_JOB_ID)\d*"), r"\g<k>"),
-)
-
-
-@dataclass
-class PrivateContext:
-    """What is known to be private to the author: their name, jobs and work directories."""
-
-    user: str | None = None
-    job_ids: frozenset[str] = frozenset()
-    job_names: frozenset[str] = frozenset()
-    work_dirs: frozenset[str] = frozenset()
-
-
-def _user_path(m: re.Match[str]) -> str:
-    if m.group("user").lower() in _SHARED_DIRS:
-        return m.group(0)  # /scratch/shared/... is a shared area, not someone's
-    root = m.group("root")
-    base = "$HOME" if root.startswith("/home") or "homes" in root else root + "$USER"
-    return base + ("/…" if m.group("rest") and m.group("rest") != "/" else "")
-
-
-def generalise_text(text: str | None, private: PrivateContext) -> str | None:
-    """``text`` without the author's paths, job ids, job names, work dirs or login name."""
-    if not text:
-        return text
-    for work_dir in sorted(private.work_dirs, key=len, reverse=True):
-        text = text.replace(work_dir, "<workdir>")
-    text = _USER_PATH.sub(_user_path, text)
-    for job_id in sorted(private.job_ids, key=len, reverse=True):
-        text = re.sub(rf"(?<![\w.]){re.escape(job_id)}(?![\w])", "<jobid>", text)
-    for pattern, repl in _JOB_IDS:
-        text = pattern.sub(repl, text)
-    for name in sorted(private.job_names, key=len, reverse=True):
-        if len(name) >= 3:  # shorter names would blank ordinary words
-            text = re.sub(rf"(?<![\w-]){re.escape(name)}(?![\w-])", "<jobname>", text)
-    if private.user and len(private.user) >= 3:
-        text = re.sub(rf"(?<![\w$~/-]){re.escape(private.user)}(?![\w-])", "$USER", text)
-    return text
-
-
-def _private_context(session: Session, lesson: Lesson) -> PrivateContext:
-    job_ids = {e.job_id for e in lesson.evidence if e.job_id}
-    names, dirs = set(), set()
-    occ_ids = [e.occurrence_id for e in lesson.evidence if e.occurrence_id]
-    query = select(Occurrence)
-    if occ_ids or job_ids:
-        clauses = []
-        if occ_ids:
-            clauses.append(Occurrence.id.in_(occ_ids))
-        if job_ids:
-            clauses.append(Occurrence.job_id.in_(job_ids))
-        for occ in session.scalars(query.where(or_(*clauses))):
-            job_ids.add(occ.job_id)
-            if occ.job_name:
-                names.add(occ.job_name)
-            if occ.work_dir and len(occ.work_dir) > 1:
-                dirs.add(occ.work_dir.rstrip("/"))
-    return PrivateContext(lesson.author, frozenset(job_ids), frozenset(names), frozenset(dirs))
-
-
 def _injection_codes(*texts: str | None) -> list[str]:
     return sorted({f.code for t in texts if t for f in detect_injection(t)})
 
@@ -363,11 +294,14 @@ def _draft_copy(lesson: Lesson, private: PrivateContext, *, scope: str, scope_na
     def gen(value: Any) -> Any:
         return generalise_text(value, private) if isinstance(value, str) else value
 
+    conditions = [Condition(c.kind, c.name, c.value, c.op) for c in lesson.conditions]
+    job_context = public_job_context(lesson.job_context, private)
     return LessonDraft(
         fingerprint=lesson.fingerprint, template=generalise_text(sig.template, private), category=sig.category,
         cause=gen(lesson.cause), fix=gen(lesson.fix), context=gen(lesson.context), source=source,
         author=lesson.author, actions=[{k: gen(v) for k, v in a.items()} for a in lesson.actions or []],
-        conditions=[Condition(c.kind, c.name, c.value, c.op) for c in lesson.conditions],
+        # what scoped the lesson travels: its conditions, the program it was learnt for, its job's facts
+        conditions=conditions + scope_conditions(job_context, conditions), job_context=job_context,
         scope=scope, scope_name=scope_name, status=status,
         confidence=CURATED_CONFIDENCE if source == "curated" else None, valid_until=lesson.valid_until,
         # the count and kinds of the evidence travel; job ids and notes stay with the author
@@ -394,7 +328,7 @@ def propose_lesson(stack: StoreStack, ident: str, *, to: str, actor: str, scope:
         lesson = _load(session, lesson_id)
         if lesson.status in ("rejected", "expired"):
             raise InputError(f"lesson {lesson_id[:8]} is {lesson.status}; only live lessons can be proposed")
-        private = _private_context(session, lesson)
+        private = private_context(session, lesson)
         marker = {"kind": "proposal", "note": f"proposed by {actor} from {scope_label(store)} lesson {lesson.id[:8]}"}
         draft = _draft_copy(lesson, private, scope="lab", scope_name=target.name, source=lesson.source,
                             status="candidate", marker=marker)
@@ -527,7 +461,7 @@ def promote_lesson(stack: StoreStack, ident: str, *, actor: str, to: str = "clus
             raise InputError(f"lesson {lesson_id[:8]} is {lesson.status}; approve it in the lab first")
         overridden = _check_safety(lesson, "promote", override_safety, reason)
         marker = {"kind": "promotion", "note": f"promoted by {actor} from {scope_label(store)} lesson {lesson.id[:8]}"}
-        draft = _draft_copy(lesson, _private_context(session, lesson), scope="cluster", scope_name=None,
+        draft = _draft_copy(lesson, private_context(session, lesson), scope="cluster", scope_name=None,
                             source="curated", status="validated", marker=marker)
         before = lesson_to_dict(lesson)
     _open(target, stack)

@@ -154,3 +154,37 @@ def test_unknown_id_and_merge_from_the_cli(lab):
     assert merged["lesson_id"] == b["lesson_id"] and merged["merged"] == a["lesson_id"]
     statuses = {x["lesson_id"]: x["status"] for x in as_json(alice("lessons", "list", "--json"))}
     assert statuses == {a["lesson_id"]: "rejected", b["lesson_id"]: "candidate"}
+
+
+OOM = ("slurmstepd: error: Detected 1 oom_kill event in StepId=77031.batch. Some of your processes may have been "
+       "killed by the cgroup out-of-memory handler.")
+PREP = """\
+#!/bin/bash
+#SBATCH -J prep
+#SBATCH --mem=384M
+#SBATCH -p cpu
+#SBATCH --chdir=/home/alice/proj
+module load python/3.11.5
+source /home/alice/venvs/prep/bin/activate
+python prep.py --in /home/alice/proj/raw
+"""
+
+
+def test_a_proposed_lesson_keeps_its_script_program_and_job_context(lab, tmp_path: Path):
+    """Issue 34, item 4: the lab's copy still says what the lesson was learnt for."""
+    alice = lab("alice")
+    script = tmp_path / "prep.sh"
+    script.write_text(PREP)
+    mine = as_json(alice("record", "--error", OOM, "--script", str(script), "--cause",
+                         "prep.py holds the whole table of /home/alice/proj/raw in memory",
+                         "--fix", "run prep.py with --mem=600M", "--action=--mem=600M", "--json"))
+    assert mine["job_context"]["venv"] == "/home/alice/venvs/prep"
+    copy = as_json(alice("lessons", "propose", mine["lesson_id"][:8], "--to", "lab:vision", "--json"))
+    shown = as_json(lab("lena")("lessons", "show", copy["lesson_id"][:8], "--json"))
+    assert shown["fix"] == "run prep.py with --mem=600M"
+    assert shown["cause"] == "prep.py holds the whole table of <workdir>/raw in memory"
+    assert ("application", "prep.py") in {(c["kind"], c["name"]) for c in shown["conditions"]}
+    kept = {k: v for k, v in mine["job_context"].items() if k not in ("workdir", "venv", "script_sha256")}
+    assert {k: v for k, v in shown["job_context"].items() if k != "script_sha256"} == kept
+    assert kept["job_name"] == "prep" and kept["mem_mb"] == 384 and kept["partition"] == "cpu"
+    assert "/home/alice" not in json.dumps(shown)

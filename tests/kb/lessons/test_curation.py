@@ -70,16 +70,18 @@ def history(store, lesson_id: str) -> list[AuditEntry]:
 
 
 def test_generalise_drops_private_context():
-    private = PrivateContext(user="alice", job_ids=frozenset({"4471002"}), job_names=frozenset({"bert-ft-v3"}),
-                             work_dirs=frozenset({"/projects/nlp/alice-secret"}))
+    private = PrivateContext(user="alice", job_ids=frozenset({"4471002"}),
+                             work_dirs=frozenset({"/projects/nlp/alice-secret"}), scope_names=frozenset({"train.sh"}))
     text = ("job 4471002 (bert-ft-v3) in /projects/nlp/alice-secret died; copy /home/alice/data/corpus.tar to "
             "/scratch/alice/run7/ and see slurm-4471002.out; alice fixed StepId=4471002.0 with --mem=64G; "
-            "the shared copy in /scratch/shared/refs is fine")
+            "the shared copy in /scratch/shared/refs is fine; run /home/alice/nlp/train.sh again")
     out = generalise_text(text, private)
-    for leaked in ("4471002", "bert-ft-v3", "alice", "corpus.tar", "run7", "/projects/nlp"):
+    for leaked in ("4471002", "alice", "corpus.tar", "run7", "/projects/nlp"):
         assert leaked not in out, (leaked, out)
     assert "$HOME/…" in out and "/scratch/$USER/…" in out and "slurm-<jobid>.out" in out
     assert "/scratch/shared/refs" in out and "--mem=64G" in out  # shared areas and the fix itself stay
+    # what scopes the lesson stays: the job's name, and its script even inside a private path
+    assert "(bert-ft-v3)" in out and "run $HOME/…/train.sh again" in out
 
 
 def test_propose_generalises_and_keeps_signature(stack):
@@ -98,8 +100,9 @@ def test_propose_generalises_and_keeps_signature(stack):
     assert copy["lesson_id"] != lesson["lesson_id"] and copy["fingerprint"] == lesson["fingerprint"]
     assert copy["category"] == lesson["category"] == fingerprint(OOM).category
     blob = json.dumps(show_lesson(stack, copy["lesson_id"]))
-    for leaked in ("4471002", "4471010", "bert-ft-v3", "/home/alice", "/scratch/alice", "proj/bert"):
+    for leaked in ("4471002", "4471010", "/home/alice", "/scratch/alice", "proj/bert"):
         assert leaked not in blob, leaked
+    assert copy["cause"] == "job <jobid> bert-ft-v3 ran out of memory reading <workdir>/shards"  # the name is scope
     assert "--mem=64G" in copy["fix"] and "/scratch/$USER/…" in copy["fix"]
     assert ("partition", "gpu") in {(c["kind"], c["name"]) for c in copy["conditions"]}
     kinds = sorted(e["kind"] for e in copy["provenance"]["evidence"])
@@ -113,6 +116,38 @@ def test_propose_generalises_and_keeps_signature(stack):
     (same,) = queue[0]["same_fingerprint"]
     assert same["lesson_id"] == known["lesson_id"] and same["status"] == "validated"
     assert "-fix: request --mem=48G" in same["diff"] and f"+fix: {copy['fix']}" in same["diff"]
+
+
+def test_propose_keeps_what_scoped_the_lesson(stack):
+    """Issue 34, item 4: prep.sh's lesson reached the lab as "<jobname>.sh ... --mem=600M",
+    which reads as "any OOM -> 600M". The script, the program, the partition and the job's
+    facts travel; the work dir, a venv in the home directory and the job ids do not."""
+    with stack.user.transaction() as session:
+        occ = Occurrence(cluster="della", job_id="77031", job_name="prep", user_name="alice", state="OUT_OF_MEMORY",
+                         partition="cpu", req_mem_mb=384.0, work_dir="/home/alice/proj",
+                         submit_line="sbatch --mem=384M -p cpu /home/alice/proj/prep.sh", source="sacct")
+        session.add(occ)
+        session.flush()
+        occ_id = occ.id
+    context = {"partition": "cpu", "mem_mb": 384.0, "max_rss_mb": 383.0, "job_name": "prep", "command": "prep.sh",
+               "launcher": "srun", "workdir": "/home/alice/proj", "venv": "/home/alice/venvs/prep",
+               "conda_env": "/apps/conda/envs/pandas-2.2", "modules": ["python/3.11.5"], "state": "OUT_OF_MEMORY"}
+    lesson = record_lesson(stack.user, draft(
+        cause="prep.sh ran out of memory at 384M (job 77031, /home/alice/proj/slurm-77031.out)",
+        fix="submit prep.sh with --mem=600M: /home/alice/proj/prep.sh peaks near 410M",
+        actions=[{"type": "sbatch", "option": "--mem", "from": "384M", "to": "600M"}],
+        conditions=[Condition("partition", "cpu")], job_context=context,
+        evidence=[{"kind": "occurrence", "job_id": "77031", "occurrence_id": occ_id}]), actor="alice")
+    copy = show_lesson(stack, propose_lesson(stack, lesson["lesson_id"], to="lab:vision", actor="alice")["lesson_id"])
+    assert copy["cause"] == "prep.sh ran out of memory at 384M (job <jobid>, <workdir>/slurm-<jobid>.out)"
+    assert copy["fix"] == "submit prep.sh with --mem=600M: <workdir>/prep.sh peaks near 410M"
+    assert "<jobname>" not in json.dumps(copy)
+    assert {(c["kind"], c["name"]) for c in copy["conditions"]} == {("partition", "cpu"), ("application", "prep.sh")}
+    private = {"workdir", "venv"}
+    assert copy["job_context"] == {k: v for k, v in context.items() if k not in private}
+    blob = json.dumps(copy)
+    for leaked in ("77031", "/home/alice", "venvs/prep"):
+        assert leaked not in blob, leaked
 
 
 def test_injection_is_refused_for_proposal(stack):
