@@ -406,7 +406,24 @@ def compare(query: tuple[FixToken, ...], lesson: tuple[FixToken, ...], fix: str)
             differences.append(Difference(qt.text, lt.text, "name", matters))
     if phrase is not None:
         differences += _phrase_difference(query, phrase, differences)
+    differences += _fix_about_another_module(query, lesson, fix)
     return Comparison(agree, tuple(differences))
+
+
+def _fix_about_another_module(query: tuple[FixToken, ...], lesson: tuple[FixToken, ...], fix: str) -> list[Difference]:
+    """A fix that loads a module the query does not name, where the query names another one
+    and the lesson's own text names none (``unknown module "nonexistent"`` fixed with
+    ``module load gcc/13.1.0``, asked about ``cuda/13.0``): the fix is about another module."""
+    if any(t.kind == "module" for t in lesson):
+        return []  # compared token to token above
+    asked = [t for t in query if t.kind == "module"]
+    if not asked:
+        return []
+    named = {t.name for t in asked}
+    loaded = [t for t in fix_tokens(fix) if t.kind == "module" and t.name not in named]
+    if not loaded or any(t.kind == "module" and t.name in named for t in fix_tokens(fix)):
+        return []
+    return [Difference(asked[0].text, loaded[0].text, "name", True)]
 
 
 def _overlaps(a: str, b: str) -> bool:

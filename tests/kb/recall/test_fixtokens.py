@@ -264,3 +264,19 @@ def test_a_lesson_for_another_errno_is_never_applied_and_says_why(stack):
     for m in shown:
         assert {"query": "No locks available", "lesson": "Resource temporarily unavailable", "kind": "name",
                 "matters": True} in m["differs"]
+
+
+def test_a_fix_loading_another_module_conflicts_with_the_module_asked_about():
+    # issue 34: `module load gcc/13.1.0`, recorded for unknown module "nonexistent", asked about cuda/13.0
+    from hpcmem.kb.recall.fixtokens import compare, fix_text, fix_tokens
+
+    lesson = fix_tokens('The following module(s) are unknown: "nonexistent"')
+    query = fix_tokens('The following module(s) are unknown: "cuda/13.0"')
+    action = [{"type": "module", "op": "load", "name": "gcc/13.1.0"}]
+    other = compare(query, lesson, fix_text("load gcc", action))
+    assert [(d.query, d.lesson, d.matters) for d in other.differences] == [("cuda/13.0", "gcc/13.1.0", True)]
+    # a fix that loads another version of the module asked about is that module's fix
+    same = compare(query, lesson, fix_text("load an existing cuda", [{"type": "module", "op": "load", "name": "cuda/12.4"}]))
+    assert not same.differences
+    # a fix that names no module says nothing either way
+    assert not compare(query, lesson, fix_text("run `module spider NAME` and load a version that exists")).differences
