@@ -1,6 +1,7 @@
 """Recall with and without the job's context, on the context corpus (data/corpus/context/).
 
     .venv/bin/python bench/bench_context_recall.py [--part heldout] [--json out.json] [--write docs/benchmarks.md]
+    .venv/bin/python bench/bench_context_recall.py --part validation
 
 The corpus holds real failures made on the project's Slurm harness, each with the job context
 Slurm, the script and the job's environment gave (see its README). Each class gets one lesson,
@@ -19,7 +20,16 @@ Metrics: known top-1 (the right lesson first and in the match band), wrong answe
 match-band answers (the first match-band lesson is another class's), other classes' lessons
 anywhere in the match band (a look-alike whose context contradicts the query's applied), and
 abstention on recurrences (no match at all). Aggregates only: the script prints no query.
-"""
+
+``--part validation`` reads the later collection, data/corpus/context-validation/ (its own
+README), the part on which design choices are made so that held-out is only reported. Its
+store: one lesson per validation class, recorded from that class's first validation instance
+(by id) as above; plus, as competitors, one lesson for each class of the first collection that
+the validation set does not define (the OOM lessons at 100/200/400M, the hpcfft loader
+lessons), recorded from that class's first instance there. A class both collections define
+(same cause and fix) has only its validation lesson, so every class has exactly one lesson.
+The queries are the validation instances that are not a lesson's; BM25 ranks the same lessons.
+
 
 from __future__ import annotations
 
@@ -37,14 +47,26 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 CORPUS = REPO / "data" / "corpus" / "context"
+VALIDATION = REPO / "data" / "corpus" / "context-validation"
 SECTION = "## Recall with the job's context (context corpus)"
+VALIDATION_SECTION = "## Recall with the job's context (context corpus, validation collection)"
 sys.path.insert(0, str(HERE))
 
 
-def load() -> tuple[dict[str, dict], list[dict]]:
-    classes = {c["class"]: c for c in map(json.loads, (CORPUS / "classes.jsonl").read_text().splitlines())}
-    instances = [json.loads(line) for line in (CORPUS / "instances.jsonl").read_text().splitlines() if line.strip()]
+def load(corpus: Path = CORPUS) -> tuple[dict[str, dict], list[dict]]:
+    classes = {c["class"]: c for c in map(json.loads, (corpus / "classes.jsonl").read_text().splitlines())}
+    instances = [json.loads(line) for line in (corpus / "instances.jsonl").read_text().splitlines() if line.strip()]
     return classes, sorted(instances, key=lambda i: i["id"])
+
+
+def load_validation() -> tuple[dict[str, dict], list[dict]]:
+    """The validation collection, plus the first collection's classes it does not define (and
+    their instances, so build_store records their lessons as competitors)."""
+    classes, instances = load(VALIDATION)
+    first_classes, first_instances = load(CORPUS)
+    competitors = {name: c for name, c in first_classes.items() if name not in classes}
+    extra = [i for i in first_instances if i["class"] in competitors]
+    return classes | competitors, sorted(instances + extra, key=lambda i: i["id"])
 
 
 def corpus_actions(cls: dict) -> list[str]:
@@ -148,8 +170,9 @@ def metrics(answers: list[dict], classes: dict[str, dict]) -> dict[str, float]:
 
 
 def render(part: str, rows: dict[str, dict], sizes: dict[str, int], seconds: float) -> str:
-    lines = [SECTION, "",
-             f"Part **{part}** of `data/corpus/context/` (real failures made on the project's Slurm harness, "
+    folder = "context-validation" if part == "validation" else "context"
+    lines = [VALIDATION_SECTION if part == "validation" else SECTION, "",
+             f"Part **{part}** of `data/corpus/{folder}/` (real failures made on the project's Slurm harness, "
              f"with their real job context; see its README): {sizes['classes']} classes with a lesson each "
              f"(recorded from each class's first instance with that instance's context), {rows['hpcmem, with context']['queries']} "
              f"queries of this part. The context rules were written before this corpus existed and were not fitted "
@@ -195,7 +218,7 @@ more and reported beside this row.
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--part", default="heldout", choices=("calibration", "heldout"))
+    parser.add_argument("--part", default="heldout", choices=("calibration", "heldout", "validation"))
     parser.add_argument("--json", type=Path)
     parser.add_argument("--write", type=Path)
     args = parser.parse_args()
@@ -203,7 +226,7 @@ def main() -> None:
     tmp = tempfile.TemporaryDirectory(prefix="hpcmem-context-")
     os.environ["HPCMEM_HOME"] = tmp.name
     os.environ["HPCMEM_DISABLE_LOCAL_CONFIG"] = "1"
-    classes, instances = load()
+    classes, instances = load_validation() if args.part == "validation" else load()
     config, stack, embedder, lesson_class, lesson_instance = build_store(classes, instances)
     queries = [i for i in instances if i["split"] == args.part and i["id"] not in lesson_instance]
     rows = {
@@ -222,7 +245,7 @@ def main() -> None:
     if args.write:
         from markdown_section import write_section
 
-        write_section(args.write, SECTION, body)
+        write_section(args.write, VALIDATION_SECTION if args.part == "validation" else SECTION, body)
 
 
 if __name__ == "__main__":
