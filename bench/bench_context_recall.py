@@ -29,7 +29,7 @@ the validation set does not define (the OOM lessons at 100/200/400M, the hpcfft 
 lessons), recorded from that class's first instance there. A class both collections define
 (same cause and fix) has only its validation lesson, so every class has exactly one lesson.
 The queries are the validation instances that are not a lesson's; BM25 ranks the same lessons.
-
+"""
 
 from __future__ import annotations
 
