@@ -37,7 +37,8 @@ SCHEMA: dict[str, Any] = {
     "cluster": {"name": str},
     "stores": {
         "user": {"url": str, "schema": str, "journal_mode": str},
-        "labs": {"*": {"url": str, "schema": str, "journal_mode": str}},
+        # leads: the users who approve in the lab (required to approve in a SQLite lab store)
+        "labs": {"*": {"url": str, "schema": str, "journal_mode": str, "leads": list}},
         "cluster": {"url": str, "schema": str, "journal_mode": str},
     },
     "model": {"path": str, "name": str, "sha256": str, "onnx_dir": str, "encoder": str},
@@ -140,6 +141,9 @@ def validate(tree: dict[str, Any], origin: str, schema: dict[str, Any] = SCHEMA,
             if not isinstance(value, dict):
                 raise ConfigError(f"{origin}: '{dotted}' must be a table")
             validate(value, origin, spec, dotted + ".")
+        elif spec is list:  # of user names
+            if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+                raise ConfigError(f"{origin}: '{dotted}' must be a list of user names")
         elif spec is float:
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise ConfigError(f"{origin}: '{dotted}' must be a number")

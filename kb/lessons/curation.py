@@ -8,6 +8,8 @@
 ``review``   the lead's queue: the lab's candidates with their evidence, safety flags and
              a diff against lessons already known for the same failure.
 ``approve`` / ``reject`` / ``edit`` / ``merge`` / ``expire`` / ``promote``  the lead's moves.
+             Only a lab's leads approve (``require_lead``), and never a lesson they
+             proposed themselves.
 
 Rules every move keeps:
 
@@ -152,6 +154,29 @@ def _denied(store: Store, what: str, hint: str | None = None) -> PermissionDenie
     kind = "lab store" if store.scope == "lab" else f"{store.scope} store"
     return PermissionDenied(f"permission denied: {_WHO_MAY.get(store.scope, 'only its owners')} can {what} "
                             f"in {kind} '{store.name}'", hint=hint)
+
+
+def require_lead(store: Store, actor: str, what: str) -> None:
+    """Only the lab's leads may ``what`` (approve, keep an imported status) in a lab store.
+
+    On PostgreSQL the database's roles decide (``hpcmem db grant``); leads named in the
+    configuration are checked besides. A SQLite lab store cannot tell members from leads,
+    so there the configuration must name them (``[stores.labs.NAME] leads = [...]``): with
+    none named, nobody can. This is hpcmem's rule, kept by the CLI, the MCP server and the
+    console; a member who writes the file with other tools is not stopped by it."""
+    if store.scope != "lab":
+        return
+    if not store.leads and store.dialect == "sqlite":
+        raise PermissionDenied(f"permission denied: lab store '{store.name}' names no leads, so nobody can {what} "
+                               "in it", hint=f"name them in the config: [stores.labs.{store.name}] leads = [\"...\"]")
+    if store.leads and actor not in store.leads:
+        raise _denied(store, what, hint=f"the leads of lab:{store.name}: {', '.join(store.leads)}")
+
+
+def _proposer(lesson: Lesson) -> str | None:
+    """Who brought the lesson into this store: the proposal's author, else the lesson's."""
+    marker = next((e for e in lesson.evidence or [] if e.kind == "proposal"), None)
+    return marker.actor if marker is not None else lesson.author
 
 
 @contextmanager
@@ -396,11 +421,17 @@ def approve_lesson(stack: StoreStack, ident: str, *, actor: str, override_safety
     store, lesson_id = find_lesson(stack, ident, scope)
     if store.scope == "user":
         raise InputError(f"lesson {lesson_id[:8]} is in your user store: propose it to a lab first")
+    require_lead(store, actor, "approve lessons")
     with _writing(store, "approve lessons") as session:
         lesson = _load(session, lesson_id)
         if lesson.status not in ("candidate", "stale"):
             raise InputError(f"lesson {lesson_id[:8]} is {lesson.status}; only candidates and stale lessons "
                              "can be approved")
+        # Review needs a second person: nobody approves what they proposed (a lesson a lead
+        # approved before, now stale, may be approved again by any lead).
+        if lesson.source != "curated" and _proposer(lesson) == actor:
+            raise PermissionDenied(f"permission denied: {actor} proposed lesson {lesson_id[:8]} and cannot "
+                                   "approve it too", hint="another lead of the lab reviews it")
         overridden = _check_safety(lesson, "approve", override_safety, reason)
         before = lesson_to_dict(lesson)
         if overridden:

@@ -25,8 +25,9 @@ Anyone can write a file, so import takes it as claims, not facts:
   ``curated`` or ``rule`` source becomes ``human``, the confidence is that source's
   prior, no confirmations), for a lead to review like a proposal, and never replaces a
   lesson the store holds with any other status. Only ``keep_status`` keeps the claims:
-  the store's database lets only lab leads and cluster admins write such rows (as for
-  ``approve``), and keeping a validated or stale status is an approval, so blocking
+  the store's database lets only lab leads and cluster admins write such rows, and into a
+  lab store only its leads may ask for it (``curation.require_lead``, as for ``approve``:
+  a SQLite lab store must name them); keeping a validated or stale status is an approval, so blocking
   safety flags need an override with a reason. Either way the claims go into the audit
   entry (``claimed``);
 - import is idempotent by lesson id: the same file twice changes nothing. A lesson whose
@@ -45,7 +46,16 @@ from typing import Any, Iterator
 from sqlalchemy import select
 from sqlalchemy.orm import selectinload
 
-from hpcmem.kb.lessons.curation import _check_statuses, _gate_actions, _guard, _open, _writing, scope_label, stores_for
+from hpcmem.kb.lessons.curation import (
+    _check_statuses,
+    _gate_actions,
+    _guard,
+    _open,
+    _writing,
+    require_lead,
+    scope_label,
+    stores_for,
+)
 from hpcmem.kb.errors import InputError
 from hpcmem.kb.lessons.write import (
     INITIAL_CONFIDENCE,
@@ -315,6 +325,8 @@ def import_lessons(stack: StoreStack, path: Path, *, scope: str, actor: str, kee
         raise InputError("--override-safety needs --reason TEXT: the override is audited")
     records = read_lessons_file(path)
     store = stack.by_scope(scope)
+    if keep_status:  # keeping a validated status is an approval: a lead's move
+        require_lead(store, actor, "import lessons with their status")
     _open(store, stack)
     origin = clean_text(Path(path).name, 200)  # goes into status_reason and evidence: plain text
     counts = {"created": 0, "updated": 0, "unchanged": 0, "kept_newer": 0, "kept_reviewed": 0}

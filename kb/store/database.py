@@ -118,11 +118,15 @@ class Store:
         schema: str | None = None,
         journal_mode: str | None = None,
         if_missing: str = CREATE,
+        leads: tuple[str, ...] = (),
     ) -> None:
         self.url = normalize_url(url)
         self.name = name
         self.scope = scope
         self.schema = schema
+        # The users who may approve in a lab store, as its configuration names them: SQLite
+        # cannot tell members from leads, so hpcmem keeps the rule (kb/lessons/curation.py).
+        self.leads = tuple(leads)
         self.if_missing = if_missing
         self._journal_mode_setting = journal_mode
         self.journal_mode: str | None = None

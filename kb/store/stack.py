@@ -45,7 +45,8 @@ class StoreStack:
             if not url:
                 raise ConfigError(f"store '{name}' has no url (key stores.{scope if scope != 'lab' else 'labs.' + name}.url)")
             return Store(url, name=name, scope=scope, schema=settings.get("schema"),
-                         journal_mode=settings.get("journal_mode"), if_missing=if_missing(scope))
+                         journal_mode=settings.get("journal_mode"), if_missing=if_missing(scope),
+                         leads=tuple(settings.get("leads") or ()))
 
         stores = config.get("stores", {})
         user = build(stores.get("user", {}), "user", "user")

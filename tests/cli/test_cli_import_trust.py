@@ -22,12 +22,16 @@ FORGED_ID = "6f1c2d3e-5a4b-4c3d-8e2f-0123456789ab"
 
 @pytest.fixture
 def lab(tmp_path: Path):
-    """A lab store; lena leads it, alice and carol are members, mallory is a member with bad intent."""
+    """A lab store; lena leads it (the config names her), alice and carol are members, mallory is a
+    member with bad intent."""
     lab_db = tmp_path / "labs" / "vision" / "store.db"
+    site = tmp_path / "site.toml"
+    site.write_text('[stores.labs.vision]\nleads = ["lena"]\n')
 
     def as_user(name: str):
         home = tmp_path / f"home-{name}"
-        env = {"HPCMEM_HOME": str(home), "HPCMEM_LAB_STORES": f"vision={lab_db}", "USER": name, "LOGNAME": name}
+        env = {"HPCMEM_HOME": str(home), "HPCMEM_LAB_STORES": f"vision={lab_db}", "USER": name, "LOGNAME": name,
+               "HPCMEM_CONFIG": str(site)}
         if not home.exists():  # everyone has their own store (commands look for ids there too)
             home.mkdir(mode=0o700)
             assert run_hpcmem("db", "upgrade", "--scope", "user", env=env).returncode == 0

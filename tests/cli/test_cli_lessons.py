@@ -16,13 +16,17 @@ PERM = "OSError: [Errno 13] Permission denied: '/scratch/shared/vision/results/r
 
 @pytest.fixture
 def lab(tmp_path: Path):
-    """A lab store shared by alice (member), lena (lead) and carol (member); each has their own home."""
+    """A lab store shared by alice (member), lena and maria (leads, named in the site's config)
+    and carol (member); each has their own home."""
     lab_db = tmp_path / "labs" / "vision" / "store.db"
+    site = tmp_path / "site.toml"
+    site.write_text('[stores.labs.vision]\nleads = ["lena", "maria"]\n')
 
     def as_user(name: str):
         home = tmp_path / f"home-{name}"
         home.mkdir(mode=0o700, exist_ok=True)
-        env = {"HPCMEM_HOME": str(home), "HPCMEM_LAB_STORES": f"vision={lab_db}", "USER": name, "LOGNAME": name}
+        env = {"HPCMEM_HOME": str(home), "HPCMEM_LAB_STORES": f"vision={lab_db}", "USER": name, "LOGNAME": name,
+               "HPCMEM_CONFIG": str(site)}
 
         def run(*args: str, ok: bool = True):
             result = run_hpcmem(*args, env=env)
@@ -120,7 +124,10 @@ def test_export_import_between_labs(lab, tmp_path: Path):
     path.write_text(exported.stdout)
     # another cluster's lab store
     other_db = tmp_path / "other" / "nlp" / "store.db"
-    env = {"HPCMEM_HOME": str(tmp_path / "home-lena"), "HPCMEM_LAB_STORES": f"nlp={other_db}"}
+    other_site = tmp_path / "other-site.toml"
+    other_site.write_text('[stores.labs.nlp]\nleads = ["lena"]\n')
+    env = {"HPCMEM_HOME": str(tmp_path / "home-lena"), "HPCMEM_LAB_STORES": f"nlp={other_db}", "USER": "lena",
+           "LOGNAME": "lena", "HPCMEM_CONFIG": str(other_site)}
     assert run_hpcmem("db", "upgrade", "--scope", "lab:nlp", env=env).returncode == 0
     # the lead carries the lab's reviewed lessons: --keep-status keeps validated/curated
     first = run_hpcmem("lessons", "import", str(path), "--scope", "lab:nlp", "--keep-status", "--json", env=env)
@@ -188,3 +195,37 @@ def test_a_proposed_lesson_keeps_its_script_program_and_job_context(lab, tmp_pat
     assert {k: v for k, v in shown["job_context"].items() if k != "script_sha256"} == kept
     assert kept["job_name"] == "prep" and kept["mem_mb"] == 384 and kept["partition"] == "cpu"
     assert "/home/alice" not in json.dumps(shown)
+
+
+def test_only_named_leads_approve_and_never_their_own_proposal(lab, tmp_path: Path):
+    """Issue 34, item 4: on a SQLite lab store the proposer approved their own proposal."""
+    alice, lena, maria, carol = lab("alice"), lab("lena"), lab("maria"), lab("carol")
+    mine = as_json(alice("record", "--error", LIB, "--cause", "CUDA 11 runtime missing", "--fix",
+                         "module load cuda/11.8", "--json"))
+    proposed = as_json(alice("lessons", "propose", mine["lesson_id"][:8], "--to", "lab:vision", "--json"))
+    for who, name in ((alice, "alice"), (carol, "carol")):  # members, the proposer among them
+        refused = who("lessons", "approve", proposed["lesson_id"][:8], ok=False)
+        assert refused.returncode == 2 and "Traceback" not in refused.stderr
+        assert refused.stderr.splitlines()[0] == ("Error: permission denied: only lab leads can approve lessons "
+                                                  "in lab store 'vision'"), name
+        assert refused.stderr.splitlines()[1] == "Hint: the leads of lab:vision: lena, maria"
+    # a lead's own proposal needs the other lead
+    hers = as_json(lena("record", "--error", PERM, "--cause", "results dir not group-writable", "--fix",
+                        "chmod g+w /scratch/shared/vision/results", "--json"))
+    theirs = as_json(lena("lessons", "propose", hers["lesson_id"][:8], "--to", "lab:vision", "--json"))
+    own = lena("lessons", "approve", theirs["lesson_id"][:8], ok=False)
+    assert own.returncode == 2 and own.stderr.startswith(
+        f"Error: permission denied: lena proposed lesson {theirs['lesson_id'][:8]} and cannot approve it too\n")
+    statuses = {x["lesson_id"]: x["status"] for x in as_json(carol("lessons", "list", "--scope", "lab:vision", "--json"))}
+    assert statuses == {proposed["lesson_id"]: "candidate", theirs["lesson_id"]: "candidate"}
+    assert as_json(maria("lessons", "approve", theirs["lesson_id"][:8], "--json"))["status"] == "validated"
+    assert as_json(lena("lessons", "approve", proposed["lesson_id"][:8], "--json"))["status"] == "validated"
+    # a SQLite lab whose configuration names no leads: nobody approves
+    unnamed = {"HPCMEM_HOME": str(tmp_path / "home-lena"), "USER": "lena", "LOGNAME": "lena",
+               "HPCMEM_LAB_STORES": f"vision={tmp_path / 'labs' / 'vision' / 'store.db'}"}
+    again = as_json(alice("lessons", "propose", as_json(alice("record", "--error", PERM, "--cause", "c", "--fix",
+                                                              "ask the lab admin", "--json"))["lesson_id"],
+                          "--to", "lab:vision", "--json"))
+    refused = run_hpcmem("lessons", "approve", again["lesson_id"], env=unnamed)
+    assert refused.returncode == 2 and refused.stderr.startswith(
+        "Error: permission denied: lab store 'vision' names no leads, so nobody can approve lessons in it\n")

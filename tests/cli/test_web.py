@@ -34,7 +34,13 @@ SECRET = "hf_" + "Ab1" * 12
 
 
 def lab_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A lab and a cluster store (SQLite files, created here as their admins would)."""
+    """A lab and a cluster store (SQLite files, created here as their admins would); the
+    lab's leads are lena and whoever runs the tests (the console a test starts runs as them)."""
+    import getpass
+
+    site = tmp_path / "site.toml"
+    site.write_text(f'[stores.labs.vision]\nleads = ["lena", "{getpass.getuser()}"]\n')
+    monkeypatch.setenv("HPCMEM_CONFIG", str(site))
     monkeypatch.setenv("HPCMEM_LAB_STORES", f"vision=sqlite:///{tmp_path / 'lab' / 'vision.db'}")
     monkeypatch.setenv("HPCMEM_CLUSTER_STORE", f"sqlite:///{tmp_path / 'cluster' / 'cluster.db'}")
     stack = StoreStack.from_config(load_config())
@@ -265,6 +271,26 @@ def test_each_process_has_its_own_token(tmp_path, monkeypatch):
     finally:
         stop(first)
         stop(second)
+
+
+def test_the_console_keeps_the_approval_rules_on_a_sqlite_lab(console, tmp_path):
+    """Issue 34, item 4: the console refuses what the CLI refuses - a member approving, and
+    a lead approving their own proposal - with the one-line message, and changes nothing."""
+    alices = propose(console.stack, "the job used more memory than --mem allowed")
+    mine = record_lesson(console.stack.user, LessonDraft(
+        fingerprint=fingerprint(OOM).fingerprint, template=fingerprint(OOM).template, category="host_oom",
+        cause="prep.sh needs about 410M", fix="--mem=600M", source="human", author="lena"), actor="lena")
+    lenas = propose_lesson(console.stack, mine["lesson_id"], to="lab:vision", actor="lena")["lesson_id"]
+    carol = Console(stack=console.stack, config=console.config, actor="carol")
+    for con, lesson_id, message in (
+            (carol, alices, "permission denied: only lab leads can approve lessons in lab store &#39;vision&#39;"),
+            (console, lenas, f"permission denied: lena proposed lesson {lenas[:8]} and cannot approve it too")):
+        with TestClient(create_app(con)) as c:
+            c.get(f"/?token={con.token}")
+            refused = c.post(f"/lessons/{lesson_id}/approve", data={"csrf": con.csrf, "store": "lab:vision"})
+            assert refused.status_code == 403 and message in refused.text, refused.text
+        shown = show_lesson(console.stack, lesson_id)
+        assert shown["status"] == "candidate" and [h["action"] for h in shown["history"]] == ["create"]
 
 
 def test_lab_member_without_lead_rights_cannot_approve_on_postgresql(pg_schema, tmp_path):

@@ -76,6 +76,8 @@ def test_env_lab_stores_and_numbers(monkeypatch):
         ("[epilog]\nbudget_seconds = 'fast'\n", "'epilog.budget_seconds' must be a number"),
         ("[cluster\nname='x'", "invalid TOML"),
         ("stores = 3\n", "'stores' must be a table"),
+        ("[stores.labs.vision]\nleads = 'lena'\n", "'stores.labs.vision.leads' must be a list of user names"),
+        ("[stores.labs.vision]\nleads = ['lena', '']\n", "'stores.labs.vision.leads' must be a list of user names"),
     ],
 )
 def test_invalid_files_name_file_and_key(tmp_path: Path, monkeypatch, text: str, message: str):
@@ -91,6 +93,16 @@ def test_bad_lab_env_is_a_config_error(monkeypatch, value: str):
     monkeypatch.setenv("HPCMEM_LAB_STORES", value)
     with pytest.raises(ConfigError, match="HPCMEM_LAB_STORES"):
         load_config()
+
+
+def test_a_labs_leads_reach_its_store(tmp_path: Path, monkeypatch):
+    """Issue 34, item 4: a SQLite lab store cannot tell its leads; its configuration names them."""
+    from hpcmem.kb.store.stack import StoreStack
+
+    monkeypatch.setenv("HPCMEM_CONFIG", str(write(tmp_path / "site.toml", '[stores.labs.vision]\nleads = ["lena", "maria"]\n')))
+    monkeypatch.setenv("HPCMEM_LAB_STORES", f"vision=sqlite:///{tmp_path / 'vision.db'},nlp=sqlite:///{tmp_path / 'nlp.db'}")
+    stack = StoreStack.from_config(load_config())
+    assert {lab.name: lab.leads for lab in stack.labs} == {"vision": ("lena", "maria"), "nlp": ()}
 
 
 def test_missing_explicit_config_file(monkeypatch, tmp_path: Path):

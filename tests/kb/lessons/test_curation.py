@@ -42,6 +42,7 @@ LIBCUDA = ("python3: error while loading shared libraries: libcudart.so.11.0: ca
 def stack(store_factory) -> StoreStack:
     st = StoreStack(user=store_factory("user", "user"), labs=[store_factory("vision", "lab")],
                     cluster=store_factory("cluster", "cluster"))
+    st.labs[0].leads = ("lead",)  # as [stores.labs.vision] leads = ["lead"] configures it
     for store in st.all():
         store.open()
     return st
@@ -237,6 +238,7 @@ def test_export_import_round_trip_is_idempotent(stack, store_factory, tmp_path: 
     path.write_text("".join(json.dumps(r) + "\n" for r in export_lessons(stack, scope="lab:vision",
                                                                          statuses=["validated"])))
     other = StoreStack(user=store_factory("other", "user"), labs=[store_factory("nlp", "lab")])
+    other.labs[0].leads = ("lead2",)
     other.labs[0].open()
     first = import_lessons(other, path, scope="lab:nlp", actor="lead2", keep_status=True)
     assert (first["created"], first["unchanged"]) == (1, 0)
@@ -301,7 +303,7 @@ def test_permission_error_becomes_one_clear_line(store_factory):
     for store in (user, lab):
         store.open()
     lesson = record_lesson(lab, draft(scope="lab", scope_name="vision"), actor="alice")
-    member = Store(lab.url, name="vision", scope="lab", schema=lab.schema)
+    member = Store(lab.url, name="vision", scope="lab", schema=lab.schema, leads=("lena",))
     role = None
     if lab.dialect == "sqlite":
         statement = "PRAGMA query_only = ON"
@@ -331,8 +333,9 @@ def test_permission_error_becomes_one_clear_line(store_factory):
     member_stack = StoreStack(user=user, labs=[member])
     try:
         assert find_lesson(member_stack, lesson["lesson_id"])[0] is member  # reading is allowed
+        # lena is named a lead, but her connection may not write: the database has the last word
         with pytest.raises(PermissionDenied, match="only lab leads can approve lessons in lab store 'vision'"):
-            approve_lesson(member_stack, lesson["lesson_id"], actor="alice")
+            approve_lesson(member_stack, lesson["lesson_id"], actor="lena")
         with pytest.raises(PermissionDenied, match="only lab leads can reject lessons"):
             reject_lesson(member_stack, lesson["lesson_id"], actor="alice", reason="no")
     finally:
@@ -342,6 +345,33 @@ def test_permission_error_becomes_one_clear_line(store_factory):
                 conn.execute(f'DROP OWNED BY "{role}"')
                 conn.execute(f'DROP ROLE "{role}"')
     assert show_lesson(StoreStack(user=user, labs=[lab]), lesson["lesson_id"])["status"] == "candidate"
+
+
+def test_nobody_approves_their_own_proposal_and_only_named_leads_approve(stack):
+    """Issue 34, item 4, on both store kinds: the proposer cannot approve (a lead included);
+    on a lab with named leads nobody else can; a SQLite lab that names none approves nothing."""
+    lab = stack.labs[0]
+    lab.leads = ("lead", "maria")
+    mine = record_lesson(stack.user, draft(author="lead", fix="request --mem=96G"), actor="lead")
+    theirs = propose_lesson(stack, mine["lesson_id"], to="lab:vision", actor="lead")["lesson_id"]
+    with pytest.raises(PermissionDenied, match=r"^permission denied: lead proposed lesson \w{8} and cannot approve it too$"):
+        approve_lesson(stack, theirs, actor="lead")
+    with pytest.raises(PermissionDenied, match="^permission denied: only lab leads can approve lessons in lab store 'vision'$"):
+        approve_lesson(stack, theirs, actor="carol")
+    assert show_lesson(stack, theirs)["status"] == "candidate"
+    assert [h["action"] for h in show_lesson(stack, theirs)["history"]] == ["create"]  # nothing written
+    assert approve_lesson(stack, theirs, actor="maria")["status"] == "validated"
+    # a lesson recorded straight into the lab is its author's proposal
+    direct = record_lesson(lab, draft(author="maria", scope="lab", scope_name="vision"), actor="maria")
+    with pytest.raises(PermissionDenied, match="maria proposed lesson"):
+        approve_lesson(stack, direct["lesson_id"], actor="maria")
+    lab.leads = ()
+    if lab.dialect == "sqlite":  # the file cannot tell a lead: the configuration must
+        with pytest.raises(PermissionDenied, match="lab store 'vision' names no leads, so nobody can approve") as refused:
+            approve_lesson(stack, direct["lesson_id"], actor="lead")
+        assert refused.value.hint == 'name them in the config: [stores.labs.vision] leads = ["..."]'
+    else:  # PostgreSQL: the roles decide (this connection may write)
+        assert approve_lesson(stack, direct["lesson_id"], actor="lead")["status"] == "validated"
 
 
 def test_injection_in_a_lab_store_cannot_be_approved_even_with_override(stack):
@@ -369,12 +399,20 @@ def test_real_postgresql_roles_member_proposes_lead_approves(pg_schema, tmp_path
                              actor="bob")
         copy = propose_lesson(bob, mine["lesson_id"], to="lab:vision", actor="bob")
         assert copy["status"] == "candidate" and "/home/bob" not in copy["cause"]
-        with pytest.raises(PermissionDenied, match="only lab leads can approve lessons in lab store 'vision'"):
+        with pytest.raises(PermissionDenied, match="bob proposed lesson .* and cannot approve it too"):
             approve_lesson(bob, copy["lesson_id"], actor="bob")
         assert review_queue(lena, "lab:vision")[0]["lesson_id"] == copy["lesson_id"]
         done = approve_lesson(lena, copy["lesson_id"], actor="lena")
         assert done["status"] == "validated" and done["provenance"]["source"] == "curated"
         assert [h["action"] for h in show_lesson(bob, copy["lesson_id"])["history"]] == ["create", "approve"]
+        # the lead's own proposal: the member's role may not approve it, and neither may she
+        hers = record_lesson(lena.user, draft(author="lena", fix="request --mem=96G"), actor="lena")
+        theirs = propose_lesson(lena, hers["lesson_id"], to="lab:vision", actor="lena")["lesson_id"]
+        with pytest.raises(PermissionDenied, match="only lab leads can approve lessons in lab store 'vision'"):
+            approve_lesson(bob, theirs, actor="bob")
+        with pytest.raises(PermissionDenied, match="lena proposed lesson .* and cannot approve it too"):
+            approve_lesson(lena, theirs, actor="lena")
+        assert show_lesson(lena, theirs)["status"] == "candidate"
 
 
 def test_record_refuses_instruction_like_text_in_a_shared_store(tmp_path, monkeypatch):

@@ -27,6 +27,7 @@ ID = "1b4e28ba-2fa1-41d2-883f-0016d3cca427"
 @pytest.fixture
 def stack(store_factory) -> StoreStack:
     st = StoreStack(user=store_factory("user", "user"), labs=[store_factory("vision", "lab")])
+    st.labs[0].leads = ("lena",)  # as [stores.labs.vision] leads = ["lena"] configures it
     for store in st.all():
         store.open()
     return st
@@ -93,3 +94,12 @@ def test_real_postgresql_roles_member_imports_candidates_only_a_lead_keeps_statu
         assert import_lessons(lena, path, scope="lab:vision", actor="lena", keep_status=True)["updated"] == 1
         kept = show_lesson(lena, ID, "lab:vision")
         assert (kept["status"], kept["provenance"]["source"], kept["confirmations"]) == ("validated", "curated", 500)
+
+
+def test_keeping_an_imported_status_is_a_leads_move_in_any_lab_store(stack, tmp_path: Path):
+    """Issue 34, item 4: keeping "validated" is an approval, so a lab's named leads only."""
+    path = write(tmp_path / "l.jsonl", exported_line(stack))
+    with pytest.raises(PermissionDenied, match="only lab leads can import lessons with their status in lab store"):
+        import_lessons(stack, path, scope="lab:vision", actor="bob", keep_status=True)
+    assert list_lessons(stack, scope="lab:vision") == []
+    assert import_lessons(stack, path, scope="lab:vision", actor="lena", keep_status=True)["created"] == 1
