@@ -274,9 +274,22 @@ def _read_cache(cache: Path, key: dict[str, Any]) -> dict[str, Any] | None:
         return None
     if not isinstance(data, dict) or any(data.get(k) != v for k, v in key.items()):
         return None
-    if not isinstance(data.get("rules"), list) or not isinstance(data.get("allow"), dict):
+    rules, allow = data.get("rules"), data.get("allow")
+    if not isinstance(rules, list) or not _is_allowlist(allow) or not isinstance(data.get("toml_sha256"), str):
         return None
+    for rule in rules:  # a damaged cache is rebuilt, never trusted into a crash at redaction time
+        if not (isinstance(rule, dict) and isinstance(rule.get("id"), str) and isinstance(rule.get("re"), str)
+                and isinstance(rule.get("keywords"), list) and all(isinstance(k, str) for k in rule["keywords"])
+                and isinstance(rule.get("group"), int) and isinstance(rule.get("semi"), bool)
+                and (rule.get("entropy") is None or isinstance(rule.get("entropy"), (int, float)))
+                and isinstance(rule.get("allow"), list) and all(map(_is_allowlist, rule["allow"]))):
+            return None
     return data
+
+
+def _is_allowlist(value: Any) -> bool:
+    return (isinstance(value, dict) and isinstance(value.get("re"), list) and isinstance(value.get("stop"), list)
+            and value.get("target") in ("secret", "match", "line") and value.get("cond") in ("OR", "AND"))
 
 
 def _write_cache(cache: Path, data: dict[str, Any]) -> None:

@@ -56,6 +56,11 @@ def test_the_table_is_cached_and_the_cache_follows_the_binary(tmp_path: Path) ->
     assert len(gl.load(tmp_path).rules) == len(first.rules)
     cache.write_text("{not json")
     assert len(gl.load(tmp_path).rules) == len(first.rules)
+    # A damaged table (the right key, a rule without its regex) is rebuilt too.
+    data = json.loads(cache.read_text())
+    del data["rules"][5]["re"]
+    cache.write_text(json.dumps(data))
+    assert all("re" in rule for rule in gl.load(tmp_path).rules)
 
 
 def test_an_unwritable_cache_only_costs_a_cold_load(tmp_path: Path) -> None:
