@@ -295,14 +295,18 @@ def _is_allowlist(value: Any) -> bool:
 def _write_cache(cache: Path, data: dict[str, Any]) -> None:
     """Written whole or not at all (a concurrent reader sees the old file or the new one);
     a cache that cannot be written only costs the next process a cold load."""
+    import tempfile
+
+    tmp = None
     try:
         cache.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        tmp = cache.with_name(f".{cache.name}.{os.getpid()}.tmp")
-        with open(tmp, "w", encoding="utf-8") as fh:
+        fd, tmp = tempfile.mkstemp(prefix=f".{cache.name}.", suffix=".tmp", dir=cache.parent)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(data, fh, separators=(",", ":"))
         os.replace(tmp, cache)
     except OSError:
-        try:
-            tmp.unlink()  # type: ignore[possibly-undefined]
-        except (OSError, NameError):
-            pass
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
