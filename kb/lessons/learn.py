@@ -550,7 +550,9 @@ class _Job:
 
 
 def _stem(name: str) -> str:
-    stem = re.sub(r"(?:[-_.]?(?:v|try|retry|rerun|run|attempt|r)?\d+)+$", "", name.lower())
+    # (?!\d): each repetition takes a whole digit run; with (\d+)+ a long run of digits that
+    # is not at the end was split every possible way (exponential: 24 digits took 2 s)
+    stem = re.sub(r"(?:[-_.]?(?:v|try|retry|rerun|run|attempt|r)?\d+(?!\d))+$", "", name.lower())
     return stem or name.lower()
 
 

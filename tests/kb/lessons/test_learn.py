@@ -497,3 +497,16 @@ def test_a_job_that_completes_later_or_gains_its_occurrence_later_is_learned(sto
     summary = learn_from_history(store)
     assert (summary.mode, summary.lessons_created) == ("incremental", 1)
     assert learned(store)[0][1] == repr([[("option", "--mem"), ("to", "8G"), ("type", "sbatch")]])
+
+
+def test_job_name_stems_take_linear_time_and_strip_the_same_suffixes():
+    """A long run of digits not at the end of a job name made the stem regex split it every
+    possible way (24 digits: 2 s; learn hung on a 2,500-character name)."""
+    from hpcmem.kb.lessons.learn import _stem
+
+    started = time.perf_counter()
+    assert _stem("job" + "1" * 26 + "x") == "job" + "1" * 26 + "x"  # (about 9 s before)
+    assert _stem("r1-" * 300 + "x").endswith("x")
+    assert time.perf_counter() - started < 1.0
+    assert [_stem(n) for n in ("train_v3", "align-run12", "fit.retry2", "sim_2026_11_24", "job42", "123")] == \
+        ["train", "align", "fit", "sim", "job", "123"]
