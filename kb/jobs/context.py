@@ -76,7 +76,7 @@ def show_value(key: str, value: Any) -> str:
     """A context value as people write it: 32G, 2:00:00, gcc/13.2.0."""
     if value is None:
         return "?"
-    if key in ("mem_mb", "mem_per_cpu_mb", "max_rss_mb"):
+    if key in ("mem_mb", "mem_per_cpu_mb", "max_rss_mb", "memory_mb"):
         mb = float(value)
         return f"{mb / 1024:g}G" if mb >= 1024 and mb % 1024 == 0 else f"{mb:g}M"
     if key in ("time_limit_s", "elapsed_s"):

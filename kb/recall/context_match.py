@@ -15,9 +15,10 @@ recall compares the query's job context with the context the lesson was born wit
 
 Each counted field either *agrees* or *differs* (``{"field": "mem", "query": "32G", "lesson":
 "8G"}``); a field one side does not know is no evidence either way. Amounts agree within a
-quarter (8G and 8000M ask the same, 8G and 32G do not). For a rejected request (``REJECTIONS``)
-what counts is *which* resources were asked, not how much: ``--gres=gpu:1`` against a lesson
-whose job asked no GPU differs. Agreement and difference move the probability in log-odds
+tenth (8G and 8000M ask the same, 150M and 200M do not); memory is what a node gave the job
+(``--mem``, or ``--mem-per-cpu`` x CPUs). For a refused request (``Requested node configuration
+is not available``) what counts is the shape of the request - GPUs or none, and of which type
+- not the amounts, which only the site's node sizes could judge (issue 27). Agreement and difference move the probability in log-odds
 (``ContextVerdict.adjust``); a difference also keeps the lesson out of the match band (the
 scorer, ``scoring._judged``): the facts contradict it, so it is shown as related, never applied.
 
@@ -48,7 +49,7 @@ _OPTION_FIELD = {
 }
 _SUBMISSION = ("partition", "account", "qos")
 # request fields a fix sizes for one job
-_SIZED = frozenset({"mem_mb", "mem_per_cpu_mb", "time_limit_s", "cpus", "gpus", "nodes"})
+_SIZED = frozenset({"memory_mb", "mem_mb", "mem_per_cpu_mb", "time_limit_s", "cpus", "gpus", "nodes"})
 # the request fields that say which resource a rejected request asked for
 _ASKED = ("mem_mb", "mem_per_cpu_mb", "cpus", "gpus", "gres")
 _ENVIRONMENT = ("conda_env", "venv")
@@ -56,16 +57,17 @@ _ENVIRONMENT = ("conda_env", "venv")
 # A *decisive* field that differs contradicts the lesson (at most related); a *soft* one only
 # lowers its probability: a module tree or a driver may differ by partition, or may not.
 DECISIVE: dict[str, tuple[str, ...]] = {
-    "host_oom": ("mem_mb", "mem_per_cpu_mb"), "host_oom_killed": ("mem_mb", "mem_per_cpu_mb"),
-    "host_oom_worker_killed": ("mem_mb", "mem_per_cpu_mb"), "jvm_out_of_memory": ("mem_mb",),
+    # the memory a node gave the job (--mem, or --mem-per-cpu x CPUs): the fix is relative to it
+    "host_oom": ("memory_mb",), "host_oom_killed": ("memory_mb",), "host_oom_worker_killed": ("memory_mb",),
+    "jvm_out_of_memory": ("memory_mb",),
     # more time is bounded by the QOS's MaxWall: a timeout under another QOS has another fix
     "time_limit": ("time_limit_s", "qos"), "deadline": ("time_limit_s", "qos"),
-    "memory_request_too_large": _ASKED, "cpu_request_too_large": _ASKED,
-    "invalid_gres": _ASKED, "submission_rejected": _ASKED,
-    "time_limit_exceeds_partition": ("time_limit_s", "partition"),
-    "invalid_partition": _SUBMISSION, "invalid_partition_unnamed": _SUBMISSION,
-    "partition_access_denied": _SUBMISSION, "invalid_account": _SUBMISSION, "invalid_qos": _SUBMISSION,
-    "qos_limit_exceeded": ("qos", "time_limit_s"), "qos_policy_violation": ("qos", "time_limit_s"),
+    # a refused request: whether it asked GPUs, and of which type, tells the causes apart; the
+    # amounts cannot, without the site's node sizes (issue 27)
+    "memory_request_too_large": ("gpu_shape",), "submission_rejected": ("gpu_shape",),
+    "invalid_gres": ("gpu_shape",),
+    "time_limit_exceeds_partition": ("partition",),
+    "qos_limit_exceeded": ("qos",), "qos_policy_violation": ("qos",),
     "cuda_oom": ("gres",), "gpu_unavailable": ("gres",), "cuda_arch_mismatch": ("gres",), "cuda_error": ("gres",),
     "glibc_version_not_found": ("modules",) + _ENVIRONMENT, "symbol_version_not_found": ("modules",) + _ENVIRONMENT,
     "missing_shared_library": ("modules",) + _ENVIRONMENT, "undefined_symbol": ("modules",) + _ENVIRONMENT,
@@ -73,9 +75,16 @@ DECISIVE: dict[str, tuple[str, ...]] = {
 }
 SOFT: dict[str, tuple[str, ...]] = {
     "time_limit": ("partition",), "deadline": ("partition",),
-    "memory_request_too_large": ("partition",), "cpu_request_too_large": ("partition",),
-    "invalid_gres": ("partition",), "submission_rejected": ("partition", "account", "qos", "time_limit_s"),
-    "qos_limit_exceeded": ("partition", "account"), "qos_policy_violation": ("partition", "account"),
+    "memory_request_too_large": ("partition", "memory_asked", "many_cpus"), "cpu_request_too_large": ("partition",),
+    "invalid_gres": ("partition",),
+    "submission_rejected": ("partition", "account", "qos", "memory_asked", "many_cpus"),
+    "time_limit_exceeds_partition": ("time_limit_s",),
+    # the names alone cannot say whether an account or QOS exists or may be used (issue 27
+    # reads the associations); the same names still rank a lesson higher
+    "invalid_partition": _SUBMISSION, "invalid_partition_unnamed": _SUBMISSION,
+    "partition_access_denied": _SUBMISSION, "invalid_account": _SUBMISSION, "invalid_qos": _SUBMISSION,
+    "qos_limit_exceeded": ("partition", "account", "time_limit_s"),
+    "qos_policy_violation": ("partition", "account", "time_limit_s"),
     "cuda_oom": ("gpus", "partition"), "gpu_unavailable": ("gpus", "partition"),
     "cuda_arch_mismatch": ("partition", "modules"), "cuda_error": ("partition", "modules"),
     "glibc_version_not_found": ("python",), "symbol_version_not_found": ("python",), "python_import_error": ("python",),
@@ -130,9 +139,27 @@ def _asked(ctx: dict[str, Any]) -> bool:
     return any(k in ctx for k in _ASKED + ("partition", "time_limit_s", "nodes"))
 
 
+def _derived(ctx: dict[str, Any]) -> dict[str, Any]:
+    """``ctx`` with the facts compared that no source states directly: the memory a node gave
+    the job, whether it asked memory or more than one CPU, and the shape of its GPU request."""
+    out = dict(ctx)
+    cpus = ctx.get("cpus") or 1
+    if ctx.get("mem_mb") is not None:
+        out["memory_mb"] = float(ctx["mem_mb"])
+    elif ctx.get("mem_per_cpu_mb") is not None:
+        out["memory_mb"] = float(ctx["mem_per_cpu_mb"]) * cpus
+    if _asked(ctx):
+        out["memory_asked"] = "yes" if "memory_mb" in out else "no"
+        out["many_cpus"] = "yes" if cpus > 1 else "no"
+        types = _gpu_types(ctx.get("gres"))
+        gpus = ctx.get("gpus") or sum(1 for g in ctx.get("gres") or [] if str(g).startswith("gpu"))
+        out["gpu_shape"] = f"gpu:{','.join(sorted(types))}" if types else ("gpu" if gpus else "none")
+    return out
+
+
 def _name(key: str) -> str:
     """A field as ``differs`` and ``context_agrees`` name it: mem, time_limit, gres."""
-    return key.removesuffix("_mb").removesuffix("_s")
+    return {"memory_mb": "mem", "gpu_shape": "gpus"}.get(key) or key.removesuffix("_mb").removesuffix("_s")
 
 
 def _read(kind: str, value: str | None) -> Any:
@@ -153,10 +180,10 @@ def _read(kind: str, value: str | None) -> Any:
 
 def _same(key: str, a: Any, b: Any) -> bool:
     if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-        # within a quarter: 8G and 8000M ask the same, 8G and 32G do not
-        return abs(a - b) <= 0.25 * max(abs(a), abs(b), 1e-9)
-    if key == "gres":
-        return _gpu_types(a) == _gpu_types(b) if (_gpu_types(a) or _gpu_types(b)) else sorted(a) == sorted(b)
+        # within a tenth: 8G and 8000M ask the same, 150M and 200M do not
+        return abs(a - b) <= 0.1 * max(abs(a), abs(b), 1e-9)
+    if key == "gres":  # the resources and GPU types asked; counts are compared as gpus
+        return _gpu_types(a) == _gpu_types(b) and _gres_names(a) == _gres_names(b)
     return a == b
 
 
@@ -168,6 +195,10 @@ def _gpu_types(gres: Any) -> frozenset[str]:
         if parts[0] == "gpu" and len(parts) == 3:
             out.add(parts[1].lower())
     return frozenset(out)
+
+
+def _gres_names(gres: Any) -> frozenset[str]:
+    return frozenset(str(item).split(":", 1)[0].lower() for item in gres or [])
 
 
 def _module_versions(modules: Any) -> dict[str, str]:
@@ -209,10 +240,26 @@ def _fix_fields(actions: list[dict[str, Any]]) -> set[str]:
     named = set()
     for a in actions or []:
         if a.get("type") == "sbatch" and a.get("option") in _OPTION_FIELD:
-            named.add(_OPTION_FIELD[a["option"]][0])
+            key = _OPTION_FIELD[a["option"]][0]
+            named.add("memory_mb" if key in ("mem_mb", "mem_per_cpu_mb") else key)
         elif a.get("type") == "module":
             named.add("modules")
     return named
+
+
+def _lowered_to(key: str, actions: list[dict[str, Any]], lesson_value: Any) -> float | None:
+    """The value a fix brings ``key`` down to (None when no fix lowers it)."""
+    for action in actions:
+        if action.get("type") != "sbatch" or action.get("option") not in _OPTION_FIELD:
+            continue
+        field, kind = _OPTION_FIELD[action["option"]]
+        if (field if field not in ("mem_mb", "mem_per_cpu_mb") else "memory_mb") != key or kind == "text":
+            continue
+        wanted = _read(kind, action.get("to"))
+        before = _read(kind, action.get("from")) if action.get("from") else lesson_value
+        if isinstance(wanted, (int, float)) and isinstance(before, (int, float)) and wanted < before:
+            return float(wanted)
+    return None
 
 
 def _already_satisfied(action: dict[str, Any], query: dict[str, Any], lesson: dict[str, Any]) -> str | None:
@@ -220,6 +267,8 @@ def _already_satisfied(action: dict[str, Any], query: dict[str, Any], lesson: di
     if action.get("type") == "sbatch" and action.get("option") in _OPTION_FIELD:
         key, kind = _OPTION_FIELD[action["option"]]
         wanted, have = _read(kind, action.get("to")), query.get(key)
+        if key == "mem_mb" and have is None:
+            have = query.get("memory_mb")  # asked per CPU: what the node gave it in all
         if wanted is None or have is None:
             return None
         if kind in ("size", "time", "count") and isinstance(have, (int, float)):
@@ -251,11 +300,7 @@ def compare(query: dict[str, Any], lesson: dict[str, Any], *, actions: list[dict
     decisive = fix_fields | set(DECISIVE.get(category, ()))
     counted = decisive | set(SOFT.get(category, ()))
     shift = 0.0
-    lesson = lesson or {}
-    # A rejected request is about *which* resource was asked beyond what the site has, not
-    # about the amount: there, a request field present on one side only is a difference,
-    # and present on both an agreement (when both sides recorded a request at all).
-    by_presence = category in REJECTIONS and _asked(query) and _asked(lesson)
+    query, lesson = _derived(query), _derived(lesson or {})
 
     def agree(key: str, strong: bool) -> None:
         nonlocal shift
@@ -271,22 +316,16 @@ def compare(query: dict[str, Any], lesson: dict[str, Any], *, actions: list[dict
     for key in sorted(counted):
         q, l = query.get(key), lesson.get(key)
         on_fix, strong = key in fix_fields, key in decisive
-        if by_presence and key in _ASKED:
-            if (q is None) != (l is None):
-                differ(key, show(key, q) if q is not None else "none", show(key, l) if l is not None else "none",
-                       strong, on_fix)
-            elif q is None:
-                pass
-            elif key == "gres" and _gpu_types(q) != _gpu_types(l):
-                # a GPU type asked for is another request than a count: the type may be missing
-                differ(key, show(key, q), show(key, l), strong, on_fix)
-            else:
-                agree(key, strong)
-            continue
         if q is None or l is None:
             continue
         if key == "modules":
             _compare_modules(q, l, category, actions or [], mentioned, agree, differ, strong, on_fix)
+            continue
+        ceiling = _lowered_to(key, actions or [], l)
+        if ceiling is not None and isinstance(q, (int, float)):
+            # the fix brings a request down under a limit: any request above the limit is the
+            # lesson's case (128 CPUs as 256 when the fix is 64); one at or under it, not
+            (agree(key, strong) if q > ceiling else differ(key, show(key, q), show(key, l), strong, on_fix))
             continue
         if _same(key, q, l):
             agree(key, strong)

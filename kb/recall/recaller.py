@@ -238,7 +238,7 @@ class Recaller:
         # or a working directory the caller gave can carry a token.
         probe.context = scrub_value(query_context(query, text))[0]
         candidates, stages = self.candidates(probe, query)
-        ranked = unresolved_ties(self._rank(candidates, query))
+        ranked = unresolved_ties(context_chooses(self._rank(candidates, query)))
         shown = [c for c in ranked if c.evidence.band is not None][: query.limit]
         matches = [self._match_json(c) for c in shown]
         self._remember(sig, query, matches)
@@ -663,6 +663,26 @@ def _weighed(c: Candidate) -> tuple:
     """The evidence and preferences recall orders lessons by, best first (not recency, not the
     id): lessons equal here tie."""
     return (-c.rank_score, SCOPE_ORDER.get(c.scope, 9), -float(c.lesson.get("confidence") or 0))
+
+
+def context_chooses(ranked: list[Candidate]) -> list[Candidate]:
+    """When the job's facts agree with the first match-band lesson and differ from another
+    one's, the other is related: the text could not tell them apart, the context can."""
+    matching = [c for c in ranked if c.evidence.band == "match"]
+    if len(matching) < 2:
+        return ranked
+    def facts_that_differ(c: Candidate) -> list[dict[str, Any]]:
+        # the program alone (another script with the same failure) does not choose
+        ctx = c.evidence.context
+        return [d for d in ctx.differs if d["field"] not in ("program", "job_name")] if ctx is not None else []
+
+    first = matching[0].evidence.context
+    if first is None or facts_that_differ(matching[0]) or not [f for f in first.agree if f not in ("script", "command")]:
+        return ranked
+    for c in matching[1:]:
+        if facts_that_differ(c):
+            c.evidence.band = "related"
+    return sorted(ranked, key=lambda c: c.evidence.band != "match")  # stable
 
 
 def unresolved_ties(ranked: list[Candidate]) -> list[Candidate]:

@@ -8,7 +8,7 @@ from hpcmem.kb.recall.context_match import compare
 MEM_32G = [{"type": "sbatch", "option": "--mem", "from": "8G", "to": "32G"}]
 
 
-def test_amounts_agree_within_a_quarter_and_differ_beyond():
+def test_amounts_agree_within_a_tenth_and_differ_beyond():
     same = compare({"mem_mb": 8000.0}, {"mem_mb": 8192.0}, actions=MEM_32G, category="host_oom")
     assert same.agree == ["mem"] and not same.differs and same.shift > 0
     other = compare({"mem_mb": 16384.0}, {"mem_mb": 8192.0}, actions=MEM_32G, category="host_oom")
@@ -31,15 +31,26 @@ def test_a_fix_that_lowers_a_request_is_satisfied_from_below():
     assert compare({"cpus": 32}, lesson, actions=fewer, category="cpu_request_too_large").inapplicable
 
 
-def test_a_rejected_request_is_compared_by_which_resources_were_asked():
+def test_a_refused_request_is_told_apart_by_the_shape_of_its_gpu_request():
     gpu_lesson = {"partition": "cpu", "gres": ["gpu:1"], "gpus": 1}
     v = compare({"partition": "cpu", "mem_mb": 716800.0}, gpu_lesson, category="memory_request_too_large")
-    assert v.contradicts and {d["field"] for d in v.differs} == {"gpus", "gres", "mem"}
+    assert v.contradicts and v.differs[0] == {"field": "gpus", "query": "none", "lesson": "gpu", "kind": "context",
+                                              "matters": False}
     same = compare({"partition": "cpu", "gres": ["gpu:4"], "gpus": 4}, gpu_lesson, category="memory_request_too_large")
-    assert not same.differs and {"gres", "gpus", "partition"} <= set(same.agree)
+    assert not same.contradicts and "gpus" in same.agree
     typed = compare({"partition": "cpu", "gres": ["gpu:v100:1"], "gpus": 1}, gpu_lesson,
                     category="memory_request_too_large")
-    assert [d["field"] for d in typed.differs] == ["gres"]  # a GPU type asked is another request
+    assert typed.contradicts and typed.differs[0]["query"] == "gpu:v100"  # a GPU type asked is another request
+    # memory asked or not, one CPU or many: evidence, not a veto (the amounts need the node sizes)
+    mem = compare({"partition": "cpu", "mem_mb": 716800.0}, {"partition": "cpu", "cpus": 256},
+                  category="memory_request_too_large")
+    assert not mem.contradicts and {d["field"] for d in mem.differs} == {"memory_asked", "many_cpus"}
+
+
+def test_memory_is_what_a_node_gave_the_job():
+    per_cpu = compare({"mem_per_cpu_mb": 150.0, "cpus": 2}, {"mem_mb": 300.0}, actions=MEM_32G, category="host_oom")
+    assert per_cpu.agree == ["mem"] and not per_cpu.differs
+    assert compare({"mem_mb": 150.0}, {"mem_mb": 200.0}, category="host_oom").contradicts  # a tenth, not a quarter
 
 
 def test_a_module_the_failure_names_loaded_on_one_side_only_contradicts():
