@@ -113,8 +113,11 @@ class Memory:
         from hpcmem.kb.errors import InputError
         from hpcmem.cli._job_context import context_from_object
         from hpcmem.kb.recall.recaller import RecallQuery
+        from hpcmem.kb.safety.normalise import scrub_value
 
-        context_job, facts = context_from_object(context)
+        # Scrubbed before its facts are read: they are cut to a length there, and a token
+        # cut in two is no longer recognised.
+        context_job, facts = context_from_object(scrub_value(context)[0])
         job_id = job_id or context_job
         if not (error and error.strip()) and not job_id:
             raise InputError("give 'error' (the error text) or 'job_id'")
@@ -138,7 +141,10 @@ class Memory:
         from hpcmem.cli._job_context import context_from_object
 
         if not isinstance(kwargs.get("context"), (str, type(None))):  # the job's facts, not prose
-            context_job, kwargs["job_context"] = context_from_object(kwargs.pop("context"))
+            from hpcmem.kb.safety.normalise import scrub_value
+
+            # as recall's: scrubbed before the facts are read (and cut to a length)
+            context_job, kwargs["job_context"] = context_from_object(scrub_value(kwargs.pop("context"))[0])
             kwargs["context"] = None
             kwargs["job_id"] = kwargs.get("job_id") or context_job
         drain_my_events(kwargs.get("job_id"))  # so a job the epilog just spooled is known

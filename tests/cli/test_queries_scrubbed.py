@@ -19,7 +19,7 @@ from pathlib import Path
 
 from hpcmem.kb.safety.lint import sanitize_text
 from tests.cli.inprocess import invoke
-from tests.kb.safety.fakes import leaked, tricks
+from tests.kb.safety.fakes import ALNUM, leaked, run, tricks
 
 TRICKS = tricks(offset=5)
 WORDS = ("wandb", "github", "gitlab", "registry", "mirror", "vault", "artifact", "service")  # one failure each
@@ -28,6 +28,7 @@ SHOWN = [sanitize_text(line, sys.maxsize) for line in RAW]
 # The tricks whose raw and shown lines fingerprinted differently before (all but the
 # %-escape, which the redactor reads in both).
 HIDDEN = [i for i, (name, _t, _s) in enumerate(TRICKS) if not name.startswith("%")]
+TOKEN = "ghp_" + run(ALNUM, 36, start=9, step=29)  # names itself: half of it is no token
 BOX = re.compile(r"[\s\u2500-\u257f]")  # whitespace and box drawing: a secret wrapped in a panel is found too
 
 
@@ -116,10 +117,17 @@ def test_mcp_record_and_recall(hpcmem_home: Path):
             "command": f"python train.py {TRICKS[1][1]}", "workdir": f"/home/u/{TRICKS[2][1]}",
             "sbatch_args": f"--mem=8G --export=ALL,{TRICKS[3][1]}"}})))
         with_context = server.replies(1)[0]["result"]
+        # a fact is cut to 512 characters: a token across the cut is scrubbed first, whole
+        command = f"python train.py --notes '{'x' * 470}' --repo {TOKEN} --epochs 3"
+        assert command.index(TOKEN) < 512 < command.index(TOKEN) + len(TOKEN)
+        server.send(call_line(401, "recall", json.dumps({"error": SHOWN[0], "context": {"command": command}})))
+        cut = server.replies(1)[0]["result"]
     finally:
         stderr = server.close()
     assert_no_secret(json.dumps(recorded, ensure_ascii=False), json.dumps(recalled, ensure_ascii=False),
-                     json.dumps(with_context, ensure_ascii=False), stderr)
+                     json.dumps(with_context, ensure_ascii=False), json.dumps(cut, ensure_ascii=False), stderr)
+    # (the marker is what the cut then shortens)
+    assert TOKEN[4:20] not in json.dumps(cut) and "--repo [REDACT" in cut["structuredContent"]["query"]["context"]["command"]
     context = with_context["structuredContent"]["query"]["context"]
     assert "[REDACTED:" in context["command"] and "[REDACTED:" in context["workdir"], context
     for i in range(len(RAW)):
