@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import atexit
 import fcntl
+import grp
 import json
 import os
 import pwd
@@ -59,6 +60,13 @@ ACTIVE_STATES = frozenset(
 # Start order; down() stops them in reverse.
 DAEMONS = ("munged", "slurmdbd", "slurmctld", "slurmd")
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# Under the lab root, kept across up()s: the OS users and groups up() created (purge()
+# removes only these), and what a detached lab was started with (for `status`).
+CREATED_RECORD = "created.json"
+STATE_RECORD = "lab.json"
+# Pid record of the process that holds the lab's lock while a detached lab is up.
+LOCK_KEEPER = "lockkeeper"
+CGROUP_ROOT = Path("/sys/fs/cgroup")
 
 
 class SlurmLabError(RuntimeError):
@@ -195,6 +203,22 @@ def _descendants(pid: int) -> list[int]:
             found.append(child)
             queue.append(child)
     return found
+
+
+def _group_exists(name: str) -> bool:
+    try:
+        grp.getgrnam(name)
+    except KeyError:
+        return False
+    return True
+
+
+def _user_exists(name: str) -> bool:
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        return False
+    return True
 
 
 def _wait_until(what: str, ready: Callable[[], bool], timeout: float, interval: float = 0.2):
@@ -355,8 +379,9 @@ class SlurmLab:
             return self.cgroup_request
         return "v1" if cgroup_v1_usable() else "none"
 
-    def _take_lock(self) -> None:
-        """One lab per root at a time: a second pytest session waits for the first."""
+    def _take_lock(self, wait: bool = True) -> None:
+        """One lab per root at a time: a second pytest session waits for the first.
+        With ``wait=False`` a held lock raises SlurmLabError at once."""
         if self._lock_fh is not None:
             return
         self.root.parent.mkdir(parents=True, exist_ok=True)
@@ -367,6 +392,12 @@ class SlurmLab:
                 fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
+                if not wait:
+                    fh.close()
+                    raise SlurmLabError(
+                        f"the lab at {self.root} is in use by another process "
+                        f"(a pytest session?): {self.root}.lock is held"
+                    ) from None
                 if time.monotonic() > deadline:
                     fh.close()
                     raise SlurmLabError(f"{self.root}.lock held by another session for 10 min")
@@ -389,6 +420,8 @@ class SlurmLab:
                 record.unlink(missing_ok=True)
                 continue
             if proc_start_time(pid) == start:
+                if record.name == LOCK_KEEPER:  # a detached lab's: purge() ends it last
+                    continue
                 if record.name == "mariadbd":  # ours from before: keep using it
                     self._mariadb_pid = pid
                     continue
@@ -459,12 +492,15 @@ class SlurmLab:
         try:
             pwd.getpwnam(user)
         except KeyError:
+            group_existed = _group_exists(user)
             result = subprocess.run(
                 ["useradd", "--create-home", "--shell", "/bin/bash", user],
                 capture_output=True, text=True, check=False,
             )  # fmt: skip
             if result.returncode != 0:
                 raise SlurmLabError(f"useradd {user} failed: {result.stderr.strip()}") from None
+            # recorded at once, so purge() removes it even after a crash
+            self._record_created(user, group=None if group_existed else user)
         entry = pwd.getpwnam(user)
         home = Path(entry.pw_dir)
         if not home.is_dir():
@@ -846,6 +882,163 @@ class SlurmLab:
                     return
                 time.sleep(0.1)
 
+    # -- a lab kept up for people (python -m tests.integration.slurm_lab) ----------------
+
+    def _record_created(self, user: str, group: str | None) -> None:
+        record = self.created()
+        if user not in record["users"]:
+            record["users"].append(user)
+        if group and group not in record["groups"]:
+            record["groups"].append(group)
+        self.root.mkdir(parents=True, exist_ok=True)
+        (self.root / CREATED_RECORD).write_text(json.dumps(record, indent=1) + "\n")
+
+    def created(self) -> dict[str, list[str]]:
+        """The OS users and groups up() created under this root (never ones that existed)."""
+        try:
+            record = json.loads((self.root / CREATED_RECORD).read_text())
+        except (OSError, ValueError):
+            record = {}
+        return {"users": list(record.get("users", [])), "groups": list(record.get("groups", []))}
+
+    def detach(self) -> None:
+        """Leave the daemons running after this process exits (after up()).
+
+        The daemons already run in their own sessions; what ended them was the atexit
+        down(). The lock passes to a `sleep infinity` that inherits its descriptor, so a
+        pytest session waits while the lab is kept up, and `down` in a later process finds
+        every PID (with its start time) under ``pids/``.
+        """
+        if self._lock_fh is None or "slurmctld" not in self._procs:
+            raise SlurmLabError("detach() needs a lab this process brought up")
+        keeper = subprocess.Popen(
+            ["sleep", "infinity"], pass_fds=(self._lock_fh.fileno(),), start_new_session=True,
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        (self.root / "pids" / LOCK_KEEPER).write_text(
+            f"{keeper.pid} {proc_start_time(keeper.pid)}\n"
+        )
+        state = {
+            "slurm_conf": str(self.conf), "user": self.user, "extra_users": list(self.extra_users),
+            "gres": self.gres, "policies": self.policies, "cgroup": self.cgroup_mode,
+            "ports": self.ports, "started_at": self.started_at.isoformat() if self.started_at else None,
+        }  # fmt: skip
+        (self.root / STATE_RECORD).write_text(json.dumps(state, indent=1) + "\n")
+        if self._atexit_registered:
+            atexit.unregister(self.down)
+            self._atexit_registered = False
+        self._procs.clear()  # no longer ours to stop at exit
+        self._mariadb_pid = None
+        self._lock_fh.close()  # the keeper still holds the flock
+        self._lock_fh = None
+
+    def recorded_pids(self) -> dict[str, int | None]:
+        """Each recorded daemon (and the lock keeper) -> its pid when that process is
+        still the one recorded (same start time), else None."""
+        alive: dict[str, int | None] = {}
+        pid_dir = self.root / "pids"
+        names = [*DAEMONS, "mariadbd", LOCK_KEEPER]
+        for name in names:
+            try:
+                pid_text, start = (pid_dir / name).read_text().split()
+            except (OSError, ValueError):
+                continue
+            pid = int(pid_text)
+            alive[name] = pid if proc_start_time(pid) == start else None
+        return alive
+
+    def detached_state(self) -> dict | None:
+        """What `up` recorded when it detached, or None."""
+        try:
+            return json.loads((self.root / STATE_RECORD).read_text())
+        except (OSError, ValueError):
+            return None
+
+    def purge(self) -> list[str]:
+        """Stop the lab and remove everything up() created apart from packages: the
+        daemons (by pid and start time, also those of a detached lab), the
+        ``slurm_localhost`` cgroup directories, the database DB_NAME and DB user
+        DB_USER, the OS users and groups recorded in ``created.json``, and the root.
+        The empty ``<root>.lock`` stays (unlinking a lock file races its next user).
+        Returns what could not be removed (empty when everything went)."""
+        keeper = self.recorded_pids().get(LOCK_KEEPER)
+        if keeper is None:
+            self._take_lock(wait=False)  # nobody keeps this lab: it must be free
+        lock, self._lock_fh = self._lock_fh, None  # down() would release it too early
+        self.down()  # this process's own daemons, if it started any
+        self._lock_fh = lock
+        self._stop_leftovers()  # a detached lab's (or a crashed run's) daemons
+        problems: list[str] = []
+        problems += self._remove_cgroups()
+        problems += self._drop_database()
+        mariadb = self._mariadb_pid or self.recorded_pids().get("mariadbd")
+        if mariadb is not None:  # a MariaDB the lab started itself
+            self._terminate(mariadb, "mariadbd")
+            self._mariadb_pid = None
+        problems += self._remove_created_accounts()
+        if keeper is not None:
+            self._terminate(keeper, LOCK_KEEPER)
+        if self.root.exists():
+            shutil.rmtree(self.root, ignore_errors=True)
+            if self.root.exists():
+                problems.append(f"{self.root} could not be removed")
+        if self._lock_fh is not None:
+            self._lock_fh.close()
+            self._lock_fh = None
+        return problems
+
+    @staticmethod
+    def cgroup_dirs() -> list[Path]:
+        """slurmd's cgroup v1 directories for the node, one per controller."""
+        if not CGROUP_ROOT.is_dir():
+            return []
+        return sorted(p / f"slurm_{NODE}" for p in CGROUP_ROOT.iterdir()
+                      if (p / f"slurm_{NODE}").is_dir())  # fmt: skip
+
+    def _remove_cgroups(self) -> list[str]:
+        # A cgroup goes with rmdir, deepest first (its files cannot be unlinked); a
+        # step's group may stay busy for a moment after the step ended.
+        left: list[str] = []
+        for top in self.cgroup_dirs():
+            deadline = time.monotonic() + 10
+            while top.exists():
+                for dirpath, _, _ in os.walk(top, topdown=False):
+                    try:
+                        os.rmdir(dirpath)
+                    except OSError:
+                        pass
+                if not top.exists() or time.monotonic() > deadline:
+                    break
+                time.sleep(0.5)
+            if top.exists():
+                left.append(f"cgroup {top} is still in use")
+        return left
+
+    def _drop_database(self) -> list[str]:
+        if not self._mariadb_answers():
+            return [f"MariaDB does not answer: database {DB_NAME} and user {DB_USER} not dropped"]
+        try:
+            self._mysql(f"DROP DATABASE IF EXISTS {DB_NAME};"
+                        f"DROP USER IF EXISTS '{DB_USER}'@'localhost'; FLUSH PRIVILEGES;")  # fmt: skip
+        except SlurmLabError as exc:
+            return [str(exc)]
+        return []
+
+    def _remove_created_accounts(self) -> list[str]:
+        record, left = self.created(), []
+        for user in record["users"]:
+            if _user_exists(user):
+                result = subprocess.run(["userdel", "--remove", user],
+                                        capture_output=True, text=True, check=False)  # fmt: skip
+                if _user_exists(user):
+                    left.append(f"userdel {user} failed: {result.stderr.strip()}")
+        for group in record["groups"]:
+            if _group_exists(group):  # userdel removes a user's own group; not always
+                subprocess.run(["groupdel", group], capture_output=True, check=False)
+                if _group_exists(group):
+                    left.append(f"groupdel {group} failed")
+        return left
+
     # -- running commands ----------------------------------------------------------------
 
     def daemon_env(self) -> dict[str, str]:
@@ -1049,3 +1242,9 @@ class SlurmLab:
     def __exit__(self, *exc) -> None:
         self.down()
 
+
+
+if __name__ == "__main__":  # python -m tests.integration.slurm_lab up|down|status
+    from tests.integration.lab_cli import main
+
+    raise SystemExit(main())
