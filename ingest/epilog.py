@@ -620,6 +620,7 @@ def _capture(env: dict[str, str], settings: Settings, result: EpilogResult, dead
                 event["unwritable_output_dir"] = _unwritable_output_dir(paths, event["uid"], event["gid"])
     if settings.dry_run:
         event["notes"] = notes[:MAX_NOTES]
+        _scrub_free_text(event)
         result.skipped = "dry run"
         return
     if early_path is not None and deadline - time.monotonic() < FINAL_WRITE_MARGIN_S:
@@ -690,10 +691,25 @@ def _write(settings: Settings, event: dict[str, Any], owner: Any, result: Epilog
            pending_note: str | None = None) -> str:
     """Spool ``event`` (atomically replacing an earlier version of the same job and hook)."""
     event["notes"] = (notes + ([pending_note] if pending_note else []))[:MAX_NOTES]
+    _scrub_free_text(event)
     result.stage = "writing the event"
     result.event = event
     result.event_path = write_event(settings.spool, event, owner)
     return result.event_path
+
+
+# What the job's user wrote (a job name, a directory, a command line, log paths) can carry a
+# token like any log line: the event file is normalised and redacted as the excerpt is.
+_FREE_TEXT = ("job_name", "work_dir", "command", "stdout", "stderr", "log_path")
+
+
+def _scrub_free_text(event: dict[str, Any]) -> None:
+    from hpcmem.kb.safety.normalise import scrub_text  # as scan_log: only for events written
+
+    for key in _FREE_TEXT:
+        if isinstance(event.get(key), str):
+            event[key] = scrub_text(event[key])
+    event["notes"] = [scrub_text(n) if isinstance(n, str) else n for n in event.get("notes") or []]
 
 
 # The enriched event replaces the early one only with this much budget left; a write cut
