@@ -32,3 +32,14 @@ test: setup
 
 clean:
 	rm -rf $(VENV) .hpcmem-demo
+
+# The single-node Slurm lab kept up for a person (as root): docs/slurm-harness.md.
+.PHONY: lab-up lab-status lab-down
+lab-up:
+	$(PY) -m tests.integration.slurm_lab up $(LAB_ARGS)
+
+lab-status:
+	$(PY) -m tests.integration.slurm_lab status
+
+lab-down:
+	$(PY) -m tests.integration.slurm_lab down

@@ -4,7 +4,10 @@
 configuration under a state directory, starts munged, slurmdbd, slurmctld and slurmd
 as foreground child processes (so their PIDs are known exactly, no pid-file races),
 registers the cluster, account and users in slurmdbd and waits for the node to be
-idle. ``down()`` stops exactly those PIDs again.
+idle. ``down()`` stops exactly those PIDs again; ``purge()`` also removes the cgroups,
+database, DB user, OS users and state directory that ``up()`` created. For a person,
+``python -m tests.integration.slurm_lab up|status|down`` keeps a lab running between
+commands (``detach()``; the CLI is in lab_cli.py).
 
 Nothing is written to /etc: daemons and clients find the configuration through
 ``SLURM_CONF``, and munged listens on a private socket named by ``AuthInfo``, so a
