@@ -31,17 +31,24 @@ def report_error(exc: BaseException) -> int:
     """Print ``Error: <message>`` (and a hint) to stderr; return the exit status."""
     if debug_enabled():
         traceback.print_exception(exc, file=sys.stderr)
-    sys.stderr.write(f"Error: {_first_line(exc)}\n")
+    # An error may echo what was given (`cannot read --action '...'`): secrets go there too.
+    sys.stderr.write(f"Error: {_scrubbed(_first_line(exc))}\n")
     hint = getattr(exc, "hint", None)
     if hint:
-        sys.stderr.write(f"Hint: {hint}\n")
+        sys.stderr.write(f"Hint: {_scrubbed(hint)}\n")
     return EXIT_ERROR
+
+
+def _scrubbed(text: str) -> str:
+    from hpcmem.kb.safety.normalise import scrub_text
+
+    return scrub_text(text)
 
 
 def report_internal(exc: BaseException) -> int:
     """A bug or an unforeseen failure: one line naming it, never exit 0 or 1."""
     if debug_enabled():
         traceback.print_exception(exc, file=sys.stderr)
-    sys.stderr.write(f"Error: internal error ({type(exc).__name__}: {_first_line(exc)[:300]}); "
+    sys.stderr.write(f"Error: internal error ({type(exc).__name__}: {_scrubbed(_first_line(exc))[:300]}); "
                      "rerun with --debug and report it\n")
     return EXIT_INTERNAL

@@ -18,6 +18,7 @@ def job_context(script: Path | None, sbatch_args: str | None) -> dict[str, Any]:
     from hpcmem.kb.errors import InputError
     from hpcmem.kb.jobs.context import merge_contexts
     from hpcmem.kb.jobs.request import from_sbatch_args, from_script
+    from hpcmem.kb.safety.normalise import scrub_text
 
     from_file: dict[str, Any] = {}
     if script is not None:
@@ -32,8 +33,9 @@ def job_context(script: Path | None, sbatch_args: str | None) -> dict[str, Any]:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:
             raise InputError(f"--script {script} is not a text file") from None
-        from_file = from_script(text)
-    from_args = from_sbatch_args(sbatch_args) if sbatch_args else {}
+        from_file = from_script(scrub_text(text))
+    # scrubbed before parsing: parsing cuts long values, which could leave half a token
+    from_args = from_sbatch_args(scrub_text(sbatch_args)) if sbatch_args else {}
     return merge_contexts(from_args, from_file)
 
 

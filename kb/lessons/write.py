@@ -166,8 +166,9 @@ def stored_context(context: dict[str, Any] | None) -> dict[str, Any] | None:
     (a working directory or a command line can carry a token like any other text)."""
     from hpcmem.kb.jobs.context import clean_context
 
-    cleaned = clean_context(context)
-    return scrub_value(cleaned)[0] if cleaned else None
+    # scrubbed before clean_context cuts long values: a cut could leave half a token no rule knows
+    cleaned = clean_context(scrub_value(context)[0] if context else context)
+    return cleaned or None
 
 
 def utcnow() -> dt.datetime:  # as kb.store.column_types.utcnow, without importing SQLAlchemy
@@ -237,8 +238,8 @@ def record_lesson(store: Store, draft: LessonDraft, *, actor: str) -> dict[str, 
         confidence=draft.confidence if draft.confidence is not None else INITIAL_CONFIDENCE[draft.source],
         confirmations=0, contradictions=0, source=draft.source, author=draft.author, safety_flags=flags,
         created_at=now, updated_at=now, last_confirmed_at=None, valid_until=draft.valid_until,
-        # The fingerprint stays the one computed from the redacted raw text, as recall computes
-        # it: sanitising before fingerprinting would make the same raw text miss its lesson.
+        # The fingerprint stays the one computed from signature_text (normalised, then redacted),
+        # as recall computes it: sanitising it further would make the same text miss its lesson.
         excerpt=clean_text(draft.excerpt, MAX_EXCERPT),
         job_context=stored_context(draft.job_context),
     )

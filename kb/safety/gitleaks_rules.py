@@ -239,6 +239,17 @@ def _wheel_version() -> str:
 
 
 def _cache_dir() -> Path:
+    """hpcmem's cache dir (``kb.config.Dirs``), worked out without platformdirs on Linux: the
+    Slurm epilog redacts too, and loads nothing beyond the standard library and hpcmem."""
+    import os
+    import sys
+
+    home = os.environ.get("HPCMEM_HOME")
+    if home:
+        return Path(home).expanduser() / "cache"
+    if sys.platform.startswith("linux"):  # platformdirs' user_cache_dir there
+        base = os.environ.get("XDG_CACHE_HOME", "").strip() or os.path.join(os.path.expanduser("~"), ".cache")
+        return Path(base) / "hpcmem"
     from hpcmem.kb.config import Dirs
 
     return Dirs.from_env().cache

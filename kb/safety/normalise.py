@@ -29,11 +29,10 @@ it unchanged (the same object) and counts zero, which is what makes ``hpcmem db 
 second run change nothing. Text with none of the characters any step looks for (most
 text: one search of a character class) is returned as it is before redaction runs.
 
-Fingerprints are not computed from this text by the lesson gate: recall fingerprints the
-raw text redacted (``kb/recall/recaller.py``), and a lesson's fingerprint must be the one
-recall computes for the same raw text; what is *stored* (template, excerpt, texts) is
-scrubbed. Ingested failures are fingerprinted after scrubbing, and recall by job id reads
-that stored text.
+Fingerprints are computed from this text too, by one function
+(``kb/signatures/fingerprint.signature_text``: normalised, carriage returns kept, then
+redacted): record, recall, feedback and ingest all use it, so a failure carrying terminal codes
+or a secret finds the lesson recorded from its clean text.
 """
 
 from __future__ import annotations

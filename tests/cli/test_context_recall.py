@@ -260,3 +260,17 @@ def test_recall_advice_reads_the_same_jobs_earlier_runs(hpcmem_home):
         [advice] = [a for a in doc["advice"] if a["actions"] and a["actions"][0].get("option") == "--mem"]
         assert advice["actions"][0]["to"] == "32G"
         assert f"The same job also ran out of memory at {before}." in advice["cause"]
+
+
+def test_a_secret_in_a_long_script_value_or_an_echoed_error_is_not_printed(hpcmem_home, tmp_path):
+    token = "hf_" + "Qx7" * 12
+    script = tmp_path / "job.sh"
+    # a value longer than a context field keeps: scrubbed before it is cut, never half a token
+    script.write_text(f"#!/bin/bash\n#SBATCH --mem=1G\nexport X={'a' * 500}\npython3 run.py --hf-token {token}\n")
+    lesson_id = _record("--error", OOM, "--cause", "c", "--fix", "f", "--script", str(script))
+    assert token[:12] not in run_hpcmem("lessons", "show", lesson_id, "--json").stdout
+    # the error echoes the action it cannot read; the token in it does not reach stderr
+    bad = run_hpcmem("record", "--error", OOM, "--cause", "c", "--fix", "f", "--action",
+                     f"module load 'HF_TOKEN={token}")
+    assert bad.returncode == 2 and "cannot read --action" in bad.stderr
+    assert token not in bad.stderr and "[REDACTED" in bad.stderr
