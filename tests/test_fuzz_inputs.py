@@ -15,11 +15,9 @@ number of examples (profile ``ci``); ``HYPOTHESIS_PROFILE=long`` runs many more,
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import sqlite3
-import sys
 from pathlib import Path
 
 import pytest
@@ -92,30 +90,11 @@ def lesson_like(keys: list[str]):
 # ----------------------------------------------------------------------------- running
 
 def invoke(argv: list[str], stdin: bytes = b"") -> tuple[int, str, str]:
-    """``hpcmem ARGV`` in this process: exit code, stdout, stderr."""
-    from hpcmem.cli.entry import main
+    """``hpcmem ARGV`` in this process: exit code, stdout, stderr (tests/cli/inprocess.py)."""
+    from tests.cli.inprocess import invoke as run_in_process
 
-    saved = sys.argv, sys.stdin, sys.stdout, sys.stderr
-    out, err = io.BytesIO(), io.BytesIO()
-    # Kept in locals: a wrapper dropped when sys.stdout is restored would close its buffer.
-    streams = (io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8"),
-               io.TextIOWrapper(out, encoding="utf-8", errors="backslashreplace", write_through=True),
-               io.TextIOWrapper(err, encoding="utf-8", errors="backslashreplace", write_through=True))
-    sys.argv = ["hpcmem", *argv]
-    sys.stdin, sys.stdout, sys.stderr = streams
-    try:
-        main()
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        sys.argv, sys.stdin, sys.stdout, sys.stderr = saved
-    result = code, out.getvalue().decode("utf-8", "replace"), err.getvalue().decode("utf-8", "replace")
-    for stream in streams:
-        stream.detach()
-    return result
+    ran = run_in_process(*argv, input=stdin)
+    return ran.returncode, ran.stdout, ran.stderr
 
 
 def row_counts(home: Path) -> dict[str, int]:
