@@ -42,6 +42,8 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--user", default="alice", help="the ordinary lab user (default alice)")
     up.add_argument("--extra-user", action="append", default=[], metavar="NAME",
                     help="another ordinary user, created if missing (repeatable)")  # fmt: skip
+    up.add_argument("--lab-group", metavar="GROUP",
+                    help="an OS group holding the lab's users (a lab's shared store is group-readable)")  # fmt: skip
     up.add_argument("--gres", action="append", type=_gres, default=[], metavar="NAME=COUNT",
                     help="generic resources on the node, e.g. gpu=2 (repeatable)")  # fmt: skip
     up.add_argument("--policies", action="store_true",
@@ -96,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
             return _status(existing)
         lab = SlurmLab(
             args.root, user=args.user, extra_users=tuple(args.extra_user), gres=dict(args.gres),
+            lab_group=args.lab_group,
             policies=args.policies, cgroup=args.cgroup, base_port=args.base_port,
         )  # fmt: skip
         lab._take_lock(wait=False)  # a pytest session using the lab: refuse, do not wait

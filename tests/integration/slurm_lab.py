@@ -268,7 +268,9 @@ class SlurmLab:
     EnforcePartLimits=ALL (a job beyond every partition's limits is refused, not queued).
     ``extra_users`` (e.g. ``("bob",)``) are more ordinary users, created and registered like
     the lab user (account ``research``; with ``policies``, the same QOS list), each with a
-    work dir; the teaching account stays the lab user's only.
+    work dir; the teaching account stays the lab user's only. ``lab_group`` (e.g.
+    ``"vision"``) is an OS group holding the lab user and the extra users, as a lab's shared
+    hpcmem store is kept group-readable; created if missing and removed by purge() when created.
     """
 
     def __init__(
@@ -287,6 +289,7 @@ class SlurmLab:
         policies: bool = False,
         short_qos_minutes: int = 1,
         extra_users: Sequence[str] = (),
+        lab_group: str | None = None,
     ):
         if cgroup not in ("auto", "v1", "none"):
             raise ValueError(f"cgroup must be auto, v1 or none, not {cgroup!r}")
@@ -304,6 +307,7 @@ class SlurmLab:
         self.policies = policies
         self.short_qos_minutes = short_qos_minutes
         self.extra_users = tuple(extra_users)
+        self.lab_group = lab_group
         self.etc = self.root / "etc"
         self.conf = self.etc / "slurm.conf"
         self.log_dir = self.root / "log"
@@ -363,6 +367,8 @@ class SlurmLab:
         self._prepare_tree()
         for user in (self.user, *self.extra_users):
             self._ensure_user(user)
+        if self.lab_group:
+            self._ensure_group(self.lab_group, (self.user, *self.extra_users))
         mark("config")
         self.started_at = datetime.now(timezone.utc).replace(microsecond=0)
         self._start_munged()
@@ -510,6 +516,19 @@ class SlurmLab:
             home.mkdir(parents=True)
             os.chown(home, entry.pw_uid, entry.pw_gid)
         self.workdir(user)
+
+    def _ensure_group(self, group: str, members: Sequence[str]) -> None:
+        """An OS group with ``members`` (created if missing, and then recorded for purge)."""
+        if not _group_exists(group):
+            result = subprocess.run(["groupadd", group], capture_output=True, text=True, check=False)
+            if result.returncode != 0:
+                raise SlurmLabError(f"groupadd {group} failed: {result.stderr.strip()}")
+            record = self.created()
+            record["groups"].append(group)
+            self.root.mkdir(parents=True, exist_ok=True)
+            (self.root / CREATED_RECORD).write_text(json.dumps(record, indent=1) + "\n")
+        for user in members:
+            subprocess.run(["usermod", "-a", "-G", group, user], capture_output=True, check=False)
 
     def workdir(self, user: str | None = None) -> Path:
         """A directory owned by ``user`` where its jobs run (created on demand)."""

@@ -27,6 +27,7 @@ from tests.integration.slurm_lab import (
 
 REPO = Path(__file__).resolve().parents[2]
 NEW_USER = "hpcmemcli"  # must not exist before: the lab creates it and must remove it
+NEW_GROUP = "hpcmemlab"  # likewise: the lab's group, holding its users
 CLI = [sys.executable, "-m", "tests.integration.slurm_lab"]
 
 
@@ -56,11 +57,13 @@ def session_lab_paused(slurm_lab: SlurmLab):
 @pytest.mark.slurm
 def test_up_keeps_the_lab_running_and_down_leaves_nothing(session_lab_paused):
     assert not exists(pwd.getpwnam, NEW_USER), f"user {NEW_USER} exists before the test"
+    assert not exists(grp.getgrnam, NEW_GROUP), f"group {NEW_GROUP} exists before the test"
     # users that existed before, and that no earlier up() under this root created, stay
     created_before = set(SlurmLab().created()["users"])
     kept = [u for u in ("root", "alice", "bob") if exists(pwd.getpwnam, u) and u not in created_before]
-    up = lab_cli("up", "--extra-user", NEW_USER, "--gres", "gpu=1")
+    up = lab_cli("up", "--extra-user", NEW_USER, "--gres", "gpu=1", "--lab-group", NEW_GROUP)
     assert up.returncode == 0, up.stderr
+    assert NEW_USER in grp.getgrnam(NEW_GROUP).gr_mem
     export = re.search(r"^export SLURM_CONF=(\S+)$", up.stdout, re.M)
     assert export, up.stdout
 
@@ -100,6 +103,7 @@ def test_up_keeps_the_lab_running_and_down_leaves_nothing(session_lab_paused):
     assert SlurmLab.cgroup_dirs() == []
     assert not DEFAULT_ROOT.exists()
     assert not exists(pwd.getpwnam, NEW_USER) and not exists(grp.getgrnam, NEW_USER)
+    assert not exists(grp.getgrnam, NEW_GROUP)
     assert not Path("/home", NEW_USER).exists()
     assert all(exists(pwd.getpwnam, user) for user in kept), kept
     assert not any(exists(pwd.getpwnam, user) for user in created_before)
