@@ -223,9 +223,12 @@ def test_pathological_lines_stay_linear(name: str) -> None:
     redact_module._engine()  # (its one-off load is not the line's cost)
     seconds = []
     for size in (1, 2):  # the line, then twice as long: linear time about doubles
-        start = time.perf_counter()
-        scrub_text(text * size)
-        seconds.append(time.perf_counter() - start)
+        runs = []
+        for _ in range(3):  # the best of three: a pause of the machine is not the line's cost
+            start = time.perf_counter()
+            scrub_text(text * size)
+            runs.append(time.perf_counter() - start)
+        seconds.append(min(runs))
     # 0.01-1.5 s here; the curl lines took 40-106 s before rules with an unbounded gap were
     # tried once per line (quadratic: twice the line, four times the time)
     assert seconds[1] < 5.0
