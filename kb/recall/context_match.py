@@ -131,8 +131,6 @@ class ContextVerdict:
                 "log_odds": round(self.shift, 4)}
 
 
-# Categories where a request was refused, and the request fields that say which resource.
-REJECTIONS = frozenset({"memory_request_too_large", "cpu_request_too_large", "invalid_gres", "submission_rejected"})
 
 
 def _asked(ctx: dict[str, Any]) -> bool:
