@@ -28,6 +28,8 @@ from dataclasses import asdict, dataclass, field, fields
 
 from hpcmem.kb.errors import InputError
 from hpcmem.kb.environment.lmod_versions import sort_versions
+from hpcmem.kb.environment.site import (Association, NodeInfo, QosInfo, record_from_dict,
+                                        record_to_dict)
 from hpcmem.kb.slurm_units import format_time_limit
 
 __all__ = [
@@ -150,33 +152,65 @@ SNAPSHOT_FORMAT = "hpcmem-env-snapshot"
 SNAPSHOT_VERSION = 1
 
 
+def site_from_json(data: Mapping) -> dict:
+    """The EnvSnapshot keyword arguments for the site limits in a snapshot's JSON."""
+    return {
+        "nodes": {name: record_from_dict(NodeInfo, n) for name, n in (data.get("nodes") or {}).items()},
+        "qos": {name: record_from_dict(QosInfo, q) for name, q in (data.get("qos") or {}).items()},
+        "associations": tuple(record_from_dict(Association, a) for a in data.get("associations") or ()),
+        "default_accounts": dict(data.get("default_accounts") or {}),
+    }
+
+
 def _dumps(data: object) -> str:
     return json.dumps(data, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
 
 
 @dataclass(frozen=True)
 class EnvSnapshot:
-    """Modules (name -> ModuleInfo) and partitions (name -> PartitionInfo)."""
+    """Modules (name -> ModuleInfo) and partitions (name -> PartitionInfo), and the site's
+    other limits (``kb/environment/site.py``, issue 27): nodes, QOS, associations and users'
+    default accounts. Those are empty in a snapshot taken without them."""
 
     modules: Mapping[str, ModuleInfo]
     partitions: Mapping[str, PartitionInfo]
+    nodes: Mapping[str, NodeInfo] = field(default_factory=dict)
+    qos: Mapping[str, QosInfo] = field(default_factory=dict)
+    associations: tuple[Association, ...] = ()
+    default_accounts: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # Plain dicts sorted by name, whatever mapping was passed (a ModuleSnapshot).
-        object.__setattr__(self, "modules", {k: self.modules[k] for k in sorted(self.modules)})
-        object.__setattr__(
-            self, "partitions", {k: self.partitions[k] for k in sorted(self.partitions)}
-        )
+        for name in ("modules", "partitions", "nodes", "qos", "default_accounts"):
+            value = getattr(self, name)
+            object.__setattr__(self, name, {k: value[k] for k in sorted(value)})
+        object.__setattr__(self, "associations", tuple(sorted(
+            self.associations, key=lambda a: (a.cluster or "", a.account, a.user or "", a.partition or ""))))
+
+    @property
+    def has_site_limits(self) -> bool:
+        return bool(self.nodes or self.qos or self.associations)
 
     def to_json(self) -> str:
-        return _dumps(
-            {
-                "format": SNAPSHOT_FORMAT,
-                "version": SNAPSHOT_VERSION,
-                "modules": {name: info.to_dict() for name, info in self.modules.items()},
-                "partitions": {name: p.to_dict() for name, p in self.partitions.items()},
-            }
-        )
+        document = {
+            "format": SNAPSHOT_FORMAT,
+            "version": SNAPSHOT_VERSION,
+            "modules": {name: info.to_dict() for name, info in self.modules.items()},
+            "partitions": {name: p.to_dict() for name, p in self.partitions.items()},
+        }
+        # Written only when present, so a snapshot without them keeps its text and its hash.
+        document.update(self.site_json())
+        return _dumps(document)
+
+    def site_json(self) -> dict:
+        """The site limits as the store keeps them (only the parts present)."""
+        parts = {
+            "nodes": {name: record_to_dict(n) for name, n in self.nodes.items()},
+            "qos": {name: record_to_dict(q) for name, q in self.qos.items()},
+            "associations": [record_to_dict(a) for a in self.associations],
+            "default_accounts": dict(self.default_accounts),
+        }
+        return {key: value for key, value in parts.items() if value}
 
     @classmethod
     def from_json(cls, text: str) -> EnvSnapshot:
@@ -192,7 +226,7 @@ class EnvSnapshot:
         partitions = {
             name: PartitionInfo.from_dict(p) for name, p in data.get("partitions", {}).items()
         }
-        return cls(modules, partitions)
+        return cls(modules, partitions, **site_from_json(data))
 
     def content_hash(self) -> str:
         """SHA-256 (hex) of ``to_json()``: equal environments, equal hashes."""
