@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "lessons": ("lessons", "app", "group"),
     "epilog": ("epilog", "epilog", "epilog"),
     "ingest": ("ingest", "app", "group"),
+    "check": ("check_cmd", "check", "command"),
     "fingerprint": ("fingerprint", "fingerprint", "command"),
     "db": ("db", "app", "group"),
     "config": ("config_cmd", "app", "group"),

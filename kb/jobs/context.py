@@ -28,6 +28,7 @@ FIELDS: dict[str, type] = {
     # the request
     "partition": str, "account": str, "qos": str, "mem_mb": float, "mem_per_cpu_mb": float, "cpus": int,
     "gpus": int, "gres": list, "nodes": int, "time_limit_s": int, "constraint": str,
+    "cpus_per_task": int, "ntasks": int, "ntasks_per_node": int,  # how ``cpus`` is split
     # what the job used
     "max_rss_mb": float, "elapsed_s": int, "exit_code": int, "signal": int, "state": str,
     # the software stack

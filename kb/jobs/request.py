@@ -91,7 +91,7 @@ def _gpu_count(items: Iterable[str]) -> int | None:
 def from_options(pairs: Iterable[tuple[str, str | None]]) -> dict[str, Any]:
     """Context from (long option, value) pairs, in the order sbatch reads them (later wins)."""
     ctx: dict[str, Any] = {}
-    per_task, tasks = None, None
+    per_task, tasks, per_node = None, None, None
     for option, value in pairs:
         value = value if value is not None else ""
         if option == "--partition":
@@ -106,6 +106,8 @@ def from_options(pairs: Iterable[tuple[str, str | None]]) -> dict[str, Any]:
             per_task = _count(option, value)
         elif option == "--ntasks":
             tasks = _count(option, value)
+        elif option == "--ntasks-per-node":
+            per_node = _count(option, value)
         elif option == "--nodes":
             ctx["nodes"] = _count(option, value)
         elif option == "--time":
@@ -132,8 +134,14 @@ def from_options(pairs: Iterable[tuple[str, str | None]]) -> dict[str, Any]:
             ctx["workdir"] = value
         elif option == "--job-name":
             ctx["job_name"] = value
+    if per_node is not None and tasks is None:
+        tasks = per_node * ctx.get("nodes", 1)  # sbatch: --ntasks-per-node without -n sets -n this way
     if per_task is not None or tasks is not None:
         ctx["cpus"] = (per_task or 1) * (tasks or 1)
+    # How the CPUs are split decides whether they must fit on one node (submission checks).
+    for key, value in (("cpus_per_task", per_task), ("ntasks", tasks), ("ntasks_per_node", per_node)):
+        if value is not None:
+            ctx[key] = value
     return ctx
 
 

@@ -503,9 +503,25 @@ class Recaller:
             env = self.readers[0].latest_environment(facts.get("cluster") or self.config.get("cluster.name"))
         except Exception:  # noqa: BLE001 - advice is best effort; a store without snapshots is fine
             env = None
+        items = self._site_advice(sig, text, context or {}, facts, env)
+        if not any("check" in item for item in items):  # the site's numbers said nothing: general advice
+            items += advice_for(sig.category, facts, env)
         return [{"cause": item["cause"], "fix": item["fix"], "actions": item.get("actions", []),
-                 "category": sig.category, "source": "rule", "trust_level": trust_level("rule")}
-                for item in advice_for(sig.category, facts, env)]
+                 "category": sig.category, "source": "rule", "trust_level": trust_level("rule"),
+                 **{key: item[key] for key in ("check", "snapshot") if key in item}}
+                for item in items]
+
+    def _site_advice(self, sig: FailureSignature, text: str, context: dict[str, Any], facts: dict[str, Any],
+                     env: dict[str, Any] | None) -> list[dict[str, Any]]:
+        """A refused submission explained from the site's limits (kb/recall/submission_advice.py)."""
+        import getpass
+
+        from hpcmem.kb.recall.submission_advice import is_rejection, submission_advice
+
+        if not is_rejection(text):
+            return []
+        user = facts.get("user_name") or getpass.getuser()
+        return submission_advice(text, context, env, user, sig.category)
 
     def _job_history(self, facts: dict[str, Any]) -> list[dict[str, Any]]:
         """The same job's earlier runs (name and directory) in the user's store, this one apart."""

@@ -66,7 +66,7 @@ def test_every_sample_script_parses_with_a_request():
 
 def test_sbatch_args_and_submit_lines():
     assert from_sbatch_args("--mem=32G -p gpu --gres=gpu:v100:1 -c4 -t 2:00:00 run.sh") == {
-        "mem_mb": 32768.0, "partition": "gpu", "gres": ["gpu:v100:1"], "gpus": 1, "cpus": 4,
+        "mem_mb": 32768.0, "partition": "gpu", "gres": ["gpu:v100:1"], "gpus": 1, "cpus": 4, "cpus_per_task": 4,
         "time_limit_s": 7200, "command": "run.sh"}
     assert from_sbatch_args("--gpus=a100:4")["gres"] == ["gpu:a100:4"]
     assert from_sbatch_args("--mem 8000") == {"mem_mb": 8000.0}  # bare numbers are MB, as sbatch reads them
@@ -75,6 +75,14 @@ def test_sbatch_args_and_submit_lines():
     pasted = "$ sbatch --mem=512G run.sh\nsbatch: error: Memory specification can not be satisfied"
     assert from_pasted_text(pasted)["mem_mb"] == 512 * 1024
     assert from_pasted_text("no command here") == {}
+
+
+def test_how_cpus_are_split_is_kept_for_the_submission_checks():
+    # 8 tasks of 2 CPUs may spread over nodes; 16 CPUs for one task must fit on one node
+    assert from_sbatch_args("-n 8 -c 2") == {"cpus": 16, "cpus_per_task": 2, "ntasks": 8}
+    assert from_sbatch_args("-c 16") == {"cpus": 16, "cpus_per_task": 16}
+    # sbatch: --ntasks-per-node without -n gives nodes x that many tasks
+    assert from_sbatch_args("-N 2 --ntasks-per-node=4") == {"nodes": 2, "cpus": 8, "ntasks": 8, "ntasks_per_node": 4}
 
 
 @pytest.mark.parametrize("args, message", [

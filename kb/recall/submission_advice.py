@@ -1,0 +1,103 @@
+"""Built-in advice for a refused submission, from the site's own limits (issue 27).
+
+Slurm's rejections say little (``Requested node configuration is not available`` is memory,
+CPUs or GRES alike). When recall knows the request (``--script``, ``--sbatch-args``, MCP's
+``context``, a pasted ``sbatch`` line, a stored job) and the store has an environment snapshot
+with the site's limits, ``kb/jobs/site_check.py`` says which limit was broken, by how much and
+what would be accepted - the same checks `hpcmem check` makes before a submission. Every item
+names the snapshot it used and its age. Where the facts cannot decide, the item says which
+command would.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hpcmem.kb.jobs.site_check import Problem, age_text, check_request, kinds_for_message, snapshot_from_stored
+
+__all__ = ["submission_advice", "is_rejection"]
+
+DATA_CONFIDENCE = 0.6  # the site's own numbers: above general advice, below a confirmed lesson
+# The request fields the checks read; without one of them there is nothing to check.
+_REQUEST_KEYS = ("partition", "account", "qos", "mem_mb", "mem_per_cpu_mb", "cpus", "gpus", "gres", "nodes",
+                 "time_limit_s", "constraint")
+
+
+def is_rejection(text: str) -> bool:
+    return bool(kinds_for_message(text))
+
+
+def submission_advice(text: str, request: dict[str, Any], env: dict[str, Any] | None, user: str,
+                      category: str) -> list[dict[str, Any]]:
+    """Advice items for the rejection ``text`` of ``request`` (empty when ``text`` is none of
+    Slurm's rejections)."""
+    kinds = kinds_for_message(text)
+    if not kinds:
+        return []
+    if not any(key in request for key in _REQUEST_KEYS):
+        return [_item(category, "Slurm refused the submission; without the job's request recall cannot say "
+                      "which limit it broke.",
+                      "Pass the job script (`hpcmem recall --script job.sh ...`) or its options (`--sbatch-args "
+                      "\"...\"`), or check it before submitting: `hpcmem check job.sh`.", [], None, None)]
+    snapshot, about = _snapshot(env)
+    if snapshot is None:
+        return [_item(category, "Slurm refused the submission; no environment snapshot of the site is stored, "
+                      "so its limits are not known here.",
+                      "Check the request against the live site: `hpcmem check --live job.sh` (or take a snapshot "
+                      "with `hpcmem env snapshot --live`).", [], None, None)]
+    result = check_request(request, snapshot, user)
+    relevant = [p for p in result.problems if p.kind in kinds]
+    shown = relevant or result.problems
+    source = _source_text(about)
+    items = [_problem_item(category, p, source, about, explains=bool(relevant)) for p in shown]
+    for u in result.undecided:
+        items.append(_item(category, f"Not decided from the snapshot: {u.message}.",
+                           f"Run `{u.command}` to see the limit.", [], None, about))
+    if not shown:
+        where = "" if snapshot.has_site_limits else " (it has partitions only: no nodes, QOS or associations)"
+        items.insert(0, _item(category, f"The request fits the site as {source} describes it{where}, yet Slurm "
+                              "refused it: the site may have changed since.",
+                              "Check against the live site: `hpcmem check --live` with the same script or "
+                              "--sbatch-args, or `scontrol show partition` and `sinfo -N -o '%N %c %m %G %f'`.",
+                              [], None, about))
+    return items
+
+
+def _problem_item(category: str, p: Problem, source: str, about: dict[str, Any], explains: bool) -> dict[str, Any]:
+    cause = f"Slurm refused the job: {p.message} ({source})."
+    if not explains:
+        cause = (f"The request breaks a limit ({source}), though not one that gives this message: {p.message}.")
+    fix = ("Accepted instead: " + " or ".join(f"`{a}`" for a in p.accepted) + "."
+           if p.accepted else f"Ask no more than {p.allowed}.")
+    actions = [_action(a, p.asked) for a in p.accepted[:1]]
+    return _item(category, cause, fix, [a for a in actions if a], p, about)
+
+
+def _action(option: str, asked: str) -> dict[str, Any] | None:
+    if not option.startswith("--") or "=" not in option:
+        return None
+    name, _, value = option.partition("=")
+    return {"type": "sbatch", "option": name, "to": value, "from": asked}
+
+
+def _item(category: str, cause: str, fix: str, actions: list[dict[str, Any]], problem: Problem | None,
+          about: dict[str, Any] | None) -> dict[str, Any]:
+    item = {"rule": f"{category}.site_limits", "cause": cause, "fix": fix, "actions": actions,
+            "confidence": DATA_CONFIDENCE if problem else 0.35}
+    if problem is not None:
+        item["check"] = problem.as_dict()
+    if about is not None:
+        item["snapshot"] = about
+    return item
+
+
+def _snapshot(env: dict[str, Any] | None):
+    """(EnvSnapshot, about) from the store's latest environment, or (None, None)."""
+    if not env or not env.get("partitions"):
+        return None, None
+    return snapshot_from_stored(env)
+
+
+def _source_text(about: dict[str, Any]) -> str:
+    name = f"snapshot {about['id']}" if about.get("id") is not None else "the latest snapshot"
+    return f"{name}, {age_text(about.get('age_s'))}"
