@@ -91,7 +91,7 @@ def run_check(script: Path | None, sbatch_args: str | None, *, live: bool, user:
 def check_job(request: dict[str, Any], *, live: bool, user: str | None, config=None) -> dict[str, Any]:  # noqa: ANN001
     """The check's document (``fits``, ``problems``, ``undecided``, ``request``, ``snapshot``),
     as `hpcmem check --json` prints it and MCP's ``check_submission`` returns it."""
-    from hpcmem.kb.jobs.site_check import check_request
+    from hpcmem.kb.environment.site_check import check_request
 
     user = user or _current_user()
     snapshot, about = live_snapshot(user) if live else saved_snapshot(config)
@@ -134,28 +134,25 @@ def saved_snapshot(config=None):  # noqa: ANN001
     """The newest environment snapshot of this cluster in any store of the stack."""
     from hpcmem.kb.config import load_config
     from hpcmem.kb.errors import HpcmemError, InputError
-    from hpcmem.kb.jobs.site_check import snapshot_from_stored
-    from hpcmem.kb.store.reader import StoreReader
+    from hpcmem.kb.environment.site_check import snapshot_from_stored
+    from hpcmem.kb.store.reader import StoreReader, newest_environment
     from hpcmem.kb.store.stack import StoreStack
 
     if config is None:
         config = load_config()  # reads HPCMEM_CONFIG itself
     cluster = config.get("cluster.name")
     stack = StoreStack.from_config(config, adding=False)
-    newest = None
+    readers = []
     try:
         for store in stack.all():
             try:
-                reader = StoreReader.open(store, float(config.get("recall.connect_timeout_seconds", 2.0)))
+                readers.append(StoreReader.open(store, float(config.get("recall.connect_timeout_seconds", 2.0))))
             except HpcmemError:
                 continue  # a shared store that is down or absent: the others may have one
-            try:
-                found = reader.latest_environment(cluster)
-            finally:
-                reader.close()
-            if found and found.get("partitions") and (newest is None or _when(found) > _when(newest)):
-                newest = {**found, "store": store.name}
+        newest = newest_environment(readers, cluster)
     finally:
+        for reader in readers:
+            reader.close()
         stack.dispose()
     if newest is None:
         raise InputError(f"no environment snapshot of cluster {cluster} in your stores",
@@ -189,17 +186,11 @@ def _now() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc)
 
 
-def _when(found: dict[str, Any]) -> dt.datetime:
-    from hpcmem.kb.jobs.site_check import taken_at
-
-    return taken_at(found) or dt.datetime.min.replace(tzinfo=dt.timezone.utc)
-
-
 # --------------------------------------------------------------------------- output
 
 
 def render(data: dict[str, Any]) -> str:
-    from hpcmem.kb.jobs.site_check import age_text
+    from hpcmem.kb.environment.site_check import age_text
 
     snap = data["snapshot"]
     where = "live" if snap.get("id") is None else f"snapshot {snap['id']} of store {snap['store']}, {age_text(snap['age_s'])}"
@@ -210,6 +201,8 @@ def render(data: dict[str, Any]) -> str:
         lines.append(f"  x {p['message']}")
         if p["accepted"]:
             lines.append(f"    accepted: {' or '.join(p['accepted'])}")
+    if data.get("fits_as_is"):
+        lines.append(f"  the same request fits with: {' or '.join(data['fits_as_is'])}")
     for u in data["undecided"]:
         lines.append(f"  ? {u['message']}: run `{u['command']}`")
     if not snap.get("site_limits"):

@@ -10,12 +10,12 @@ import typer
 from hpcmem.cli._output import emit_json, stdout
 from hpcmem.cli._state import STATE
 
-app = typer.Typer(help="Snapshots of modules (Lmod) and partitions (scontrol), and their differences.",
-                  no_args_is_help=True)
+app = typer.Typer(help="Snapshots of modules (Lmod), partitions and the site's limits (scontrol, sacctmgr), "
+                       "and their differences.", no_args_is_help=True)
 
 SCOPE_HELP = "Store to use: user, lab:NAME or cluster."
-ALLOW_EMPTY_HELP = ("Accept a listing with no module or partition, or none of those in the latest snapshot "
-                    "(refused by default: a failed capture looks like that).")
+ALLOW_EMPTY_HELP = ("Accept a listing with nothing in it (no module, partition, node, QOS...), or none of those "
+                    "in the latest snapshot (refused by default: a failed capture looks like that).")
 
 
 def read_text(path: Optional[Path], what: str) -> Optional[str]:
@@ -34,33 +34,59 @@ def read_text(path: Optional[Path], what: str) -> Optional[str]:
 def env_snapshot(
     modules: Optional[Path] = typer.Option(None, "--modules", help="`module -t avail` output or Lmod spider JSON."),
     partitions: Optional[Path] = typer.Option(None, "--partitions", help="`scontrol show partition --oneliner` or sinfo output."),
-    live: bool = typer.Option(False, "--live", help="Run Lmod and scontrol here."),
+    nodes: Optional[Path] = typer.Option(None, "--nodes", help="`scontrol show node --oneliner` (or multi-line) output."),
+    qos: Optional[Path] = typer.Option(None, "--qos", help="`sacctmgr show qos -P` output (with its header)."),
+    assoc: Optional[Path] = typer.Option(None, "--assoc", help="`sacctmgr show assoc -P` output (with its header)."),
+    users: Optional[Path] = typer.Option(None, "--users", help="`sacctmgr show user -P` output (users' default accounts)."),
+    live: bool = typer.Option(False, "--live", help="Run Lmod, scontrol and sacctmgr here (accounting is optional: "
+                              "without slurmdbd its parts carry over, with a warning)."),
+    user: Optional[str] = typer.Option(None, "--user", help="With --live: read only this user's associations and "
+                                       "default account (default: every user's)."),
     allow_empty: bool = typer.Option(False, "--allow-empty", help=ALLOW_EMPTY_HELP),
     scope: str = typer.Option("user", "--scope", help=SCOPE_HELP),
     json_: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
-    """Store the current environment (only when it changed since the latest snapshot)."""
+    """Store the current environment (only when it changed since the latest snapshot). A part
+    not given (modules, partitions, nodes, QOS, associations, users) carries over from the latest one."""
     from hpcmem.ingest.environment import build_snapshot
     from hpcmem.kb.environment.history import latest_snapshot, save_snapshot
     from hpcmem.kb.errors import InputError
 
-    if live and (modules or partitions):
+    files = {"--modules": modules, "--partitions": partitions, "--nodes": nodes, "--qos": qos, "--assoc": assoc,
+             "--users": users}
+    if live and any(files.values()):
         raise InputError("give --live or files, not both")
+    if user and not live:
+        raise InputError("--user applies with --live only (a file holds whatever users it was taken for)")
+    texts = {option: read_text(path, option) for option, path in files.items()}
     store = STATE.stack.by_scope(scope).open()
     cluster = STATE.config.get("cluster.name")
     previous = latest_snapshot(store, cluster)
-    snapshot, carried = build_snapshot(read_text(modules, "--modules"), read_text(partitions, "--partitions"),
-                                       live=live, previous=previous, allow_empty=allow_empty,
-                                       modules_from=str(modules), partitions_from=str(partitions))
-    source = "live" if live else ", ".join(str(p) for p in (modules, partitions) if p)
+    snapshot, carried = build_snapshot(texts["--modules"], texts["--partitions"], live=live, previous=previous,
+                                       allow_empty=allow_empty, modules_from=str(modules),
+                                       partitions_from=str(partitions), nodes_text=texts["--nodes"],
+                                       qos_text=texts["--qos"], assoc_text=texts["--assoc"],
+                                       users_text=texts["--users"], nodes_from=str(nodes), qos_from=str(qos),
+                                       assoc_from=str(assoc), users_from=str(users), assoc_user=user)
+    source = "live" if live else ", ".join(str(p) for p in files.values() if p)
     stored, new = save_snapshot(store, snapshot, cluster=cluster, source=source + (f" ({carried})" if carried else ""))
     data = {"stored": new, "snapshot": stored.summary()}
     if json_:
         emit_json(data)
         return
     s = stored.summary()
-    what = f"snapshot {s['id']}: {s['modules']} modules, {s['partitions']} partitions"
+    what = f"snapshot {s['id']}: {_counts(s)}"
     stdout.print(f"stored {what}" if new else f"unchanged since {s['taken_at'][:19]} ({what})")
+    for warning in (part for part in carried.split("; ") if part.startswith("warning: ")):
+        stdout.print(warning)
+
+
+def _counts(summary: dict) -> str:
+    """'120 modules, 6 partitions' and, when the snapshot has them, the site's limits."""
+    text = f"{summary['modules']} modules, {summary['partitions']} partitions"
+    site = [f"{summary[key]} {name}" for key, name in (("nodes", "nodes"), ("qos", "QOS"),
+                                                       ("associations", "associations")) if summary.get(key)]
+    return ", ".join([text, *site])
 
 
 @app.command("list")
@@ -77,9 +103,10 @@ def env_list(
         return
     from rich.table import Table
 
-    table = Table("id", "cluster", "taken at", "modules", "partitions", "source")
+    table = Table("id", "cluster", "taken at", "modules", "partitions", "nodes", "QOS", "assoc", "source")
     for r in rows:
-        table.add_row(str(r["id"]), r["cluster"], r["taken_at"][:19], str(r["modules"]), str(r["partitions"]), r["source"])
+        table.add_row(str(r["id"]), r["cluster"], r["taken_at"][:19], str(r["modules"]), str(r["partitions"]),
+                      str(r["nodes"]), str(r["qos"]), str(r["associations"]), r["source"])
     stdout.print(table)
 
 
@@ -90,7 +117,7 @@ def env_diff(
     scope: str = typer.Option("user", "--scope", help=SCOPE_HELP),
     json_: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
-    """Modules added/removed/default changed, partitions added/removed/limits changed."""
+    """Modules added/removed/default changed, partitions, nodes, QOS and associations added/removed/changed."""
     from hpcmem.kb.environment.history import diff, get_snapshot, snapshots
     from hpcmem.kb.errors import InputError
 

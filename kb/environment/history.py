@@ -1,4 +1,4 @@
-"""Environment snapshots kept in a store: what modules and partitions existed, and when.
+"""Environment snapshots kept in a store: what modules, partitions and site limits existed, and when.
 
 A snapshot is stored only when the environment changed since the latest one, so a site
 can take one every hour from cron without filling the store; `taken_at` is when the
@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import null, select
 
 from hpcmem.kb.environment.snapshot import EnvSnapshot, diff_snapshots
 from hpcmem.kb.errors import NotFound
@@ -30,14 +30,18 @@ class StoredSnapshot:
     content_hash: str
 
     def summary(self) -> dict[str, Any]:
+        s = self.snapshot
         return {"id": self.id, "cluster": self.cluster, "taken_at": self.taken_at.isoformat(), "source": self.source,
-                "modules": len(self.snapshot.modules), "partitions": len(self.snapshot.partitions),
+                "modules": len(s.modules), "partitions": len(s.partitions), "nodes": len(s.nodes),
+                "qos": len(s.qos), "associations": len(s.associations), "default_accounts": len(s.default_accounts),
                 "content_hash": self.content_hash}
 
 
 def _from_row(row: SnapshotRow) -> StoredSnapshot:
+    # ``site`` holds only the parts present (EnvSnapshot.site_json), as to_json writes them,
+    # so the snapshot read back has the hash it was stored under.
     document = json.dumps({"format": "hpcmem-env-snapshot", "version": 1,
-                           "modules": row.modules or {}, "partitions": row.partitions or {}})
+                           "modules": row.modules or {}, "partitions": row.partitions or {}, **(row.site or {})})
     return StoredSnapshot(row.id, row.cluster, row.taken_at, row.source, EnvSnapshot.from_json(document),
                           row.content_hash)
 
@@ -49,9 +53,11 @@ def save_snapshot(store: Store, snapshot: EnvSnapshot, *, cluster: str, source: 
     if latest is not None and latest.content_hash == digest:
         return latest, False
     document = json.loads(snapshot.to_json())
+    # Without site limits: SQL NULL (not JSON null), as in the rows stored before migration 0009.
+    site = {key: document[key] for key in snapshot.site_json()} or null()
     with store.transaction() as session:
         row = SnapshotRow(cluster=cluster, source=source, modules=document["modules"],
-                          partitions=document["partitions"], content_hash=digest)
+                          partitions=document["partitions"], site=site, content_hash=digest)
         session.add(row)
         session.flush()
         stored = _from_row(row)

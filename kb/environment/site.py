@@ -11,8 +11,10 @@ hold exactly the facts that decide it, read by ``ingest/site_limits.py`` from
 
 and kept in the environment snapshot beside modules and partitions, so revalidation sees
 them change and checks work offline from the latest snapshot. Units are Slurm's: memory in
-MiB, times in seconds; None is "no limit" (or "not printed"). Every pair as printed stays in
-``raw``, so a later reader can use a field this one ignores.
+MiB, times in seconds; None is "no limit" (or "not printed"). The pairs as printed stay in
+``raw``, so a later reader can use a field this one ignores - for nodes, apart from what
+changes while jobs run (CPULoad, FreeMem, AllocMem, ...), which would make every hourly
+snapshot of a busy cluster a new one.
 
 GRES are kept as Slurm prints them per node without socket bindings: ``gpu:a100:4``,
 ``gpu:2``, ``shard:8`` (``gres_units`` splits them).
@@ -61,7 +63,7 @@ class NodeInfo:
     gres: tuple[str, ...] = ()  # 'gpu:a100:4'
     features: tuple[str, ...] = ()  # AvailableFeatures
     partitions: tuple[str, ...] = ()
-    state: str | None = None  # IDLE, MIXED, DOWN+DRAIN, ...
+    state: str | None = None  # whether it takes jobs: UP (idle, mixed, allocated), DOWN, DRAIN, FUTURE...
     raw: dict[str, str] = field(default_factory=dict)
 
     @property

@@ -16,7 +16,14 @@ Diff rules worth knowing:
   limit, node count, default flag), so a change of source is not a change of limits;
 - module defaults are only as good as the listing: Lmod 8.6's ``module -t avail``
   does not show a .modulerc default, so compare snapshots taken the same way
-  (``live_modules`` uses spider-json whenever $LMOD_DIR is set).
+  (``live_modules`` uses spider-json whenever $LMOD_DIR is set);
+- site limits (nodes, QOS, associations, default accounts) are compared part by part
+  only when both snapshots hold that part; when one side has none, the diff says the
+  part was first recorded (or no longer recorded) instead of listing every node as added
+  or removed. Node fields are RealMemory, MemSpecLimit, CPUTot, Gres and AvailableFeatures
+  (a node's load or state is not a limit); QOS fields MaxWall and MaxTRES (one entry per
+  TRES key); association fields QOS, Def QOS, MaxWall and MaxTRES. ``SnapshotDiff.to_json``
+  writes these lists only when non-empty, so a diff without site limits keeps its text.
 """
 
 from __future__ import annotations
@@ -39,6 +46,14 @@ __all__ = [
     "DefaultChange",
     "PartitionPresenceChange",
     "PartitionLimitChange",
+    "SitePartChange",
+    "NodePresenceChange",
+    "NodeChange",
+    "QosPresenceChange",
+    "QosLimitChange",
+    "AssociationPresenceChange",
+    "AssociationLimitChange",
+    "DefaultAccountChange",
     "diff_snapshots",
 ]
 
@@ -295,6 +310,115 @@ def _list_items(text: str) -> set[str]:
 
 
 @dataclass(frozen=True)
+class SitePartChange:
+    """A part of the site limits held by one snapshot only: its records are not compared."""
+
+    part: str  # 'nodes', 'QOS', 'associations', 'default accounts'
+    change: str  # 'recorded' (only in the newer) or 'dropped' (only in the older)
+    count: int  # records on the side that has them
+
+    def describe(self) -> str:
+        if self.change == "recorded":
+            return f"{self.part} first recorded ({self.count})"
+        return f"{self.part} no longer recorded (the older snapshot had {self.count})"
+
+
+@dataclass(frozen=True)
+class NodePresenceChange:
+    name: str
+    change: str  # 'added' or 'removed'
+
+    def describe(self) -> str:
+        return f"node {self.name} {self.change}"
+
+
+@dataclass(frozen=True)
+class NodeChange:
+    node: str
+    field: str  # Slurm's key: RealMemory, MemSpecLimit, CPUTot, Gres, AvailableFeatures
+    old: str
+    new: str
+
+    def describe(self) -> str:
+        return f"node {self.node}: {self.field} {self.old} -> {self.new}"
+
+
+@dataclass(frozen=True)
+class QosPresenceChange:
+    name: str
+    change: str  # 'added' or 'removed'
+
+    def describe(self) -> str:
+        return f"QOS {self.name} {self.change}"
+
+
+@dataclass(frozen=True)
+class QosLimitChange:
+    qos: str
+    field: str  # MaxWall or MaxTRES
+    old: str
+    new: str
+
+    def describe(self) -> str:
+        return f"QOS {self.qos}: {self.field} {self.old} -> {self.new}"
+
+
+def association_label(account: str, user: str | None, partition: str | None) -> str:
+    """'alice/research on main', 'alice/research', 'research' (an account's own row)."""
+    who = f"{user}/{account}" if user else account
+    return who + (f" on {partition}" if partition else "")
+
+
+@dataclass(frozen=True)
+class AssociationPresenceChange:
+    cluster: str | None
+    account: str
+    user: str | None
+    partition: str | None
+    change: str  # 'added' or 'removed'
+
+    def describe(self) -> str:
+        return f"association {association_label(self.account, self.user, self.partition)} {self.change}"
+
+
+@dataclass(frozen=True)
+class AssociationLimitChange:
+    cluster: str | None
+    account: str
+    user: str | None
+    partition: str | None
+    field: str  # QOS, Def QOS, MaxWall, MaxTRES
+    old: str
+    new: str
+
+    def describe(self) -> str:
+        text = (f"association {association_label(self.account, self.user, self.partition)}: "
+                f"{self.field} {self.old} -> {self.new}")
+        if self.field == "QOS":
+            before, after = _list_items(self.old), _list_items(self.new)
+            moved = [f"+{n}" for n in sorted(after - before)] + [f"-{n}" for n in sorted(before - after)]
+            text += f" ({' '.join(moved)})"
+        return text
+
+
+@dataclass(frozen=True)
+class DefaultAccountChange:
+    user: str
+    old: str | None  # None: the user had none (or was not listed)
+    new: str | None
+
+    def describe(self) -> str:
+        return f"user {self.user}: default account {self.old or '(none)'} -> {self.new or '(none)'}"
+
+
+# SnapshotDiff fields written by to_json only when non-empty (see the module docstring).
+_SITE_DIFF_FIELDS = frozenset({
+    "site_parts", "nodes_added", "nodes_removed", "node_changes", "qos_added", "qos_removed", "qos_changes",
+    "associations_added", "associations_removed", "association_changes", "default_account_changes",
+})
+
+
+@dataclass(frozen=True)
 class SnapshotDiff:
     modules_added: tuple[ModuleVersionChange, ...] = ()
     modules_removed: tuple[ModuleVersionChange, ...] = ()
@@ -302,6 +426,17 @@ class SnapshotDiff:
     partitions_added: tuple[PartitionPresenceChange, ...] = ()
     partitions_removed: tuple[PartitionPresenceChange, ...] = ()
     partition_changes: tuple[PartitionLimitChange, ...] = ()
+    site_parts: tuple[SitePartChange, ...] = ()
+    nodes_added: tuple[NodePresenceChange, ...] = ()
+    nodes_removed: tuple[NodePresenceChange, ...] = ()
+    node_changes: tuple[NodeChange, ...] = ()
+    qos_added: tuple[QosPresenceChange, ...] = ()
+    qos_removed: tuple[QosPresenceChange, ...] = ()
+    qos_changes: tuple[QosLimitChange, ...] = ()
+    associations_added: tuple[AssociationPresenceChange, ...] = ()
+    associations_removed: tuple[AssociationPresenceChange, ...] = ()
+    association_changes: tuple[AssociationLimitChange, ...] = ()
+    default_account_changes: tuple[DefaultAccountChange, ...] = ()
 
     def __bool__(self) -> bool:
         return any(getattr(self, name) for name in self.__dataclass_fields__)
@@ -318,6 +453,7 @@ class SnapshotDiff:
             {
                 name: [asdict(change) for change in getattr(self, name)]
                 for name in self.__dataclass_fields__
+                if getattr(self, name) or name not in _SITE_DIFF_FIELDS
             }
         )
 
@@ -412,6 +548,105 @@ def _partition_changes(old: PartitionInfo, new: PartitionInfo) -> list[Partition
     return changes
 
 
+def _null_text(names: tuple[str, ...]) -> str:
+    return ",".join(names) if names else "(null)"
+
+
+def _none_text(value: object) -> str:
+    return "(none)" if value is None else str(value)
+
+
+# (Slurm key, NodeInfo attribute, how scontrol prints it)
+_NODE_COMPARED: tuple[tuple[str, str, Callable[[object], str]], ...] = (
+    ("RealMemory", "real_memory_mb", _none_text),
+    ("MemSpecLimit", "mem_spec_limit_mb", _none_text),
+    ("CPUTot", "cpus", _none_text),
+    ("Gres", "gres", _null_text),
+    ("AvailableFeatures", "features", _null_text),
+)
+
+
+def _tres_changes(before: Mapping[str, str], after: Mapping[str, str]) -> list[tuple[str, str]]:
+    """(old, new) per TRES key that differs: 'gres/gpu=8' -> 'gres/gpu=4', '(none)' for absent."""
+    changes = []
+    for key in sorted(set(before) | set(after)):
+        if before.get(key) != after.get(key):
+            changes.append(tuple("(none)" if side.get(key) is None else f"{key}={side[key]}"
+                                 for side in (before, after)))
+    return changes
+
+
+def _parts_compared(a: EnvSnapshot, b: EnvSnapshot, attribute: str, part: str,
+                    notes: list[SitePartChange]) -> bool:
+    """True when both snapshots hold this part of the site limits; else a note when one does."""
+    old, new = getattr(a, attribute), getattr(b, attribute)
+    if old and new:
+        return True
+    if new:
+        notes.append(SitePartChange(part, "recorded", len(new)))
+    elif old:
+        notes.append(SitePartChange(part, "dropped", len(old)))
+    return False
+
+
+def _site_diff(a: EnvSnapshot, b: EnvSnapshot) -> dict[str, tuple]:
+    """SnapshotDiff's site fields (empty ones left out)."""
+    notes: list[SitePartChange] = []
+    found: dict[str, list] = {}
+    if _parts_compared(a, b, "nodes", "nodes", notes):
+        found["nodes_added"] = [NodePresenceChange(n, "added") for n in sorted(set(b.nodes) - set(a.nodes))]
+        found["nodes_removed"] = [NodePresenceChange(n, "removed") for n in sorted(set(a.nodes) - set(b.nodes))]
+        found["node_changes"] = [
+            NodeChange(name, key, text(getattr(a.nodes[name], attribute)), text(getattr(b.nodes[name], attribute)))
+            for name in sorted(set(a.nodes) & set(b.nodes))
+            for key, attribute, text in _NODE_COMPARED
+            if getattr(a.nodes[name], attribute) != getattr(b.nodes[name], attribute)
+        ]
+    if _parts_compared(a, b, "qos", "QOS", notes):
+        found["qos_added"] = [QosPresenceChange(n, "added") for n in sorted(set(b.qos) - set(a.qos))]
+        found["qos_removed"] = [QosPresenceChange(n, "removed") for n in sorted(set(a.qos) - set(b.qos))]
+        changes = []
+        for name in sorted(set(a.qos) & set(b.qos)):
+            old, new = a.qos[name], b.qos[name]
+            if old.max_wall_s != new.max_wall_s:
+                changes.append(QosLimitChange(name, "MaxWall", format_time_limit(old.max_wall_s),
+                                              format_time_limit(new.max_wall_s)))
+            changes += [QosLimitChange(name, "MaxTRES", before, after)
+                        for before, after in _tres_changes(old.max_tres_per_job, new.max_tres_per_job)]
+        found["qos_changes"] = changes
+    if _parts_compared(a, b, "associations", "associations", notes):
+        def keyed(snapshot: EnvSnapshot) -> dict[tuple, Association]:
+            return {(x.cluster, x.account, x.user, x.partition): x for x in snapshot.associations}
+
+        old_rows, new_rows = keyed(a), keyed(b)
+        order = lambda key: (key[0] or "", key[1], key[2] or "", key[3] or "")  # noqa: E731 - None sorts first
+        found["associations_added"] = [AssociationPresenceChange(*key, "added")
+                                       for key in sorted(set(new_rows) - set(old_rows), key=order)]
+        found["associations_removed"] = [AssociationPresenceChange(*key, "removed")
+                                         for key in sorted(set(old_rows) - set(new_rows), key=order)]
+        changes = []
+        for key in sorted(set(old_rows) & set(new_rows), key=order):
+            old, new = old_rows[key], new_rows[key]
+            for field_name, before, after in (
+                ("QOS", _names_text(old.qos), _names_text(new.qos)),
+                ("Def QOS", _none_text(old.default_qos), _none_text(new.default_qos)),
+                ("MaxWall", format_time_limit(old.max_wall_s), format_time_limit(new.max_wall_s)),
+            ):
+                if before != after:
+                    changes.append(AssociationLimitChange(*key, field_name, before, after))
+            changes += [AssociationLimitChange(*key, "MaxTRES", before, after)
+                        for before, after in _tres_changes(old.max_tres_per_job, new.max_tres_per_job)]
+        found["association_changes"] = changes
+    if _parts_compared(a, b, "default_accounts", "default accounts", notes):
+        found["default_account_changes"] = [
+            DefaultAccountChange(user, a.default_accounts.get(user), b.default_accounts.get(user))
+            for user in sorted(set(a.default_accounts) | set(b.default_accounts))
+            if a.default_accounts.get(user) != b.default_accounts.get(user)
+        ]
+    found["site_parts"] = notes
+    return {name: tuple(changes) for name, changes in found.items() if changes}
+
+
 def diff_snapshots(a: EnvSnapshot, b: EnvSnapshot) -> SnapshotDiff:
     """What changed from ``a`` (older) to ``b`` (newer)."""
     added, removed, defaults = _module_diff(a.modules, b.modules)
@@ -431,4 +666,5 @@ def diff_snapshots(a: EnvSnapshot, b: EnvSnapshot) -> SnapshotDiff:
             for name in sorted(set(a.partitions) - set(b.partitions))
         ),
         partition_changes=tuple(changes),
+        **_site_diff(a, b),
     )

@@ -498,11 +498,9 @@ class Recaller:
         given = {column: context[key] for key, column in _ADVICE_FIELDS.items() if key in (context or {})}
         facts = {**(occurrence or {}), **given, "template": sig.template, "message": text}
         facts["history"] = self._job_history(facts)
-        env = None
-        try:
-            env = self.readers[0].latest_environment(facts.get("cluster") or self.config.get("cluster.name"))
-        except Exception:  # noqa: BLE001 - advice is best effort; a store without snapshots is fine
-            env = None
+        from hpcmem.kb.store.reader import newest_environment
+
+        env = newest_environment(self.readers, facts.get("cluster") or self.config.get("cluster.name"))
         items = self._site_advice(sig, text, context or {}, facts, env)
         if not any("check" in item for item in items):  # the site's numbers said nothing: general advice
             items += advice_for(sig.category, facts, env)

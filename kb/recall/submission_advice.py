@@ -3,7 +3,7 @@
 Slurm's rejections say little (``Requested node configuration is not available`` is memory,
 CPUs or GRES alike). When recall knows the request (``--script``, ``--sbatch-args``, MCP's
 ``context``, a pasted ``sbatch`` line, a stored job) and the store has an environment snapshot
-with the site's limits, ``kb/jobs/site_check.py`` says which limit was broken, by how much and
+with the site's limits, ``kb/environment/site_check.py`` says which limit was broken, by how much and
 what would be accepted - the same checks `hpcmem check` makes before a submission. Every item
 names the snapshot it used and its age. Where the facts cannot decide, the item says which
 command would.
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hpcmem.kb.jobs.site_check import Problem, age_text, check_request, kinds_for_message, snapshot_from_stored
+from hpcmem.kb.environment.site_check import Problem, age_text, check_request, kinds_for_message, snapshot_from_stored
 
 __all__ = ["submission_advice", "is_rejection"]
 
@@ -50,6 +50,8 @@ def submission_advice(text: str, request: dict[str, Any], env: dict[str, Any] | 
     shown = relevant or result.problems
     source = _source_text(about)
     items = [_problem_item(category, p, source, about, explains=bool(relevant)) for p in shown]
+    if result.fits_as_is and items:
+        items[0]["fix"] += f" The request as it is fits with: {' or '.join(f'`{o}`' for o in result.fits_as_is)}."
     for u in result.undecided:
         items.append(_item(category, f"Not decided from the snapshot: {u.message}.",
                            f"Run `{u.command}` to see the limit.", [], None, about))
@@ -68,7 +70,7 @@ def _problem_item(category: str, p: Problem, source: str, about: dict[str, Any],
     if not explains:
         cause = (f"The request breaks a limit ({source}), though not one that gives this message: {p.message}.")
     fix = ("Accepted instead: " + " or ".join(f"`{a}`" for a in p.accepted) + "."
-           if p.accepted else f"Ask no more than {p.allowed}.")
+           if p.accepted else f"Allowed: {p.allowed}.")
     actions = [_action(a, p.asked) for a in p.accepted[:1]]
     return _item(category, cause, fix, [a for a in actions if a], p, about)
 

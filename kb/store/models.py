@@ -297,6 +297,9 @@ class EnvSnapshot(Base):
     source: Mapped[str] = mapped_column(Text)
     modules: Mapped[dict[str, Any] | None] = mapped_column()
     partitions: Mapped[dict[str, Any] | None] = mapped_column()
+    # The site's other limits (nodes, qos, associations, default_accounts: the parts of
+    # EnvSnapshot.site_json()); NULL for a snapshot taken without them. Migration 0009.
+    site: Mapped[dict[str, Any] | None] = mapped_column()
     content_hash: Mapped[str] = mapped_column(String(64))
 
 

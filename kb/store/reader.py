@@ -276,9 +276,11 @@ class StoreReader:
         return lessons
 
     def latest_environment(self, cluster: str | None = None) -> dict[str, Any] | None:
-        """The newest environment snapshot's partitions and modules (``EnvSnapshot.to_json``'s
-        keys), or None: what built-in advice checks a suggestion against."""
-        sql = "SELECT partitions, modules FROM env_snapshots"
+        """The newest environment snapshot as ``EnvSnapshot.to_json``'s parts (partitions,
+        modules, nodes, qos, associations, default_accounts: empty when it has none) plus its
+        id, taken_at (UTC), source and content_hash, or None: what built-in advice and
+        ``hpcmem check`` test a request against."""
+        sql = "SELECT id, taken_at, source, content_hash, partitions, modules, site FROM env_snapshots"
         params: list[Any] = []
         if cluster:
             sql += " WHERE cluster = ?"
@@ -286,8 +288,13 @@ class StoreReader:
         rows = self.query(sql + " ORDER BY taken_at DESC, id DESC LIMIT 1", params)
         if not rows:
             return None
-        parts, mods = (json.loads(v) if isinstance(v, str) else v for v in rows[0])
-        return {"partitions": parts or {}, "modules": mods or {}}
+        snapshot_id, taken_at, source, content_hash, *documents = rows[0]
+        partitions, modules, site = (json.loads(v) if isinstance(v, str) else v for v in documents)
+        site = site or {}
+        return {"id": snapshot_id, "taken_at": _parse_time(taken_at), "source": source, "content_hash": content_hash,
+                "partitions": partitions or {}, "modules": modules or {}, "nodes": site.get("nodes") or {},
+                "qos": site.get("qos") or {}, "associations": site.get("associations") or [],
+                "default_accounts": site.get("default_accounts") or {}}
 
     def job_history(self, *, user: str, job_name: str, work_dir: str | None = None, cluster: str | None = None,
                     limit: int = 50) -> list[dict[str, Any]]:
@@ -412,3 +419,31 @@ def _make_template(template, name: str) -> None:  # noqa: ANN001 - a Path
     os.replace(partial, template)
     for leftover in partial.parent.glob(f"{partial.name}*"):  # the migration's lock file
         leftover.unlink(missing_ok=True)
+
+
+def newest_environment(readers, cluster: str | None) -> dict[str, Any] | None:  # noqa: ANN001 - StoreReaders
+    """The newest environment snapshot with partitions among ``readers``' stores (a site keeps
+    them in the cluster store, a user may take their own), with ``store`` naming where it was.
+    A store that cannot answer is skipped: advice and checks are best effort across the stack."""
+    newest = None
+    for reader in readers:
+        try:
+            found = reader.latest_environment(cluster)
+        except Exception:  # noqa: BLE001 - an old or damaged shared store must not stop the others
+            continue
+        if not found or not found.get("partitions"):
+            continue
+        if newest is None or _utc(found.get("taken_at")) > _utc(newest.get("taken_at")):
+            newest = {**found, "store": reader.name}
+    return newest
+
+
+def _utc(value: Any):
+    import datetime as dt
+
+    if value is None:
+        return dt.datetime.min.replace(tzinfo=dt.timezone.utc)
+    if isinstance(value, str):
+        value = dt.datetime.fromisoformat(value)
+    return value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
+

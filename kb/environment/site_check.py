@@ -57,7 +57,7 @@ KINDS_FOR_MESSAGE: dict[str, tuple[str, ...]] = {
     "PartitionTimeLimit": ("partition_max_time",),
     "QOSMaxWallDurationPerJobLimit": ("qos_max_wall",),
     "AssocMaxWallDurationPerJobLimit": ("assoc_max_wall",),
-    "Job violates accounting/QOS policy": ("qos_max_wall", "assoc_max_wall"),
+    "Job violates accounting/QOS policy": ("qos_max_wall", "assoc_max_wall", "qos_max_tres", "assoc_max_tres"),
     "Invalid generic resource (gres) specification": ("gres_unknown",),
     "Invalid qos specification": ("qos_unknown", "qos_partition"),
     "Invalid partition name specified": ("partition_unknown",),
@@ -65,6 +65,11 @@ KINDS_FOR_MESSAGE: dict[str, tuple[str, ...]] = {
     "Requested partition configuration not available now": ("partition_down", "nodes_count", "partition_max_time",
                                                             "memory_per_node"),
     "Invalid feature specification": ("feature_unknown",),
+    # per-job TRES limits: squeue's reasons, or the rejection of a QOS with DenyOnLimit
+    "QOSMaxCpuPerJobLimit": ("qos_max_tres",), "QOSMaxGRESPerJob": ("qos_max_tres",),
+    "QOSMaxMemoryPerJob": ("qos_max_tres",), "QOSMaxNodePerJobLimit": ("qos_max_tres",),
+    "AssocMaxCpuPerJobLimit": ("assoc_max_tres",), "AssocMaxGRESPerJob": ("assoc_max_tres",),
+    "AssocMaxMemPerJob": ("assoc_max_tres",), "AssocMaxNodePerJobLimit": ("assoc_max_tres",),
     "Node count specification invalid": ("nodes_count",),
 }
 
@@ -113,6 +118,8 @@ class CheckResult:
     qos: str | None
     problems: list[Problem] = field(default_factory=list)
     undecided: list[Undecided] = field(default_factory=list)
+    # When it does not fit: the same request elsewhere, e.g. "--partition=bigmem --qos=long"
+    fits_as_is: list[str] = field(default_factory=list)
 
     @property
     def fits(self) -> bool:
@@ -121,7 +128,7 @@ class CheckResult:
     def as_dict(self) -> dict[str, Any]:
         return {"fits": self.fits, "user": self.user, "partition": self.partition, "account": self.account,
                 "qos": self.qos, "problems": [p.as_dict() for p in self.problems],
-                "undecided": [u.as_dict() for u in self.undecided]}
+                "undecided": [u.as_dict() for u in self.undecided], "fits_as_is": list(self.fits_as_is)}
 
 
 # --------------------------------------------------------------------------- the snapshot used
@@ -291,7 +298,40 @@ def _gres_count(node: NodeInfo, name: str, kind: str | None) -> int:
 
 
 def check_request(request: dict[str, Any], snapshot: EnvSnapshot, user: str) -> CheckResult:
-    """Every limit ``request`` breaks on the site of ``snapshot``, for ``user``."""
+    """Every limit ``request`` breaks on the site of ``snapshot``, for ``user``; when it breaks
+    one, where the same request would be accepted unchanged (another partition and/or QOS)."""
+    result = _check(request, snapshot, user)
+    if result.problems and not any(p.kind.startswith("account") for p in result.problems):
+        result.fits_as_is = _elsewhere(request, snapshot, user, result)
+    return result
+
+
+def _elsewhere(request: dict[str, Any], snapshot: EnvSnapshot, user: str, result: CheckResult,
+               most: int = 3) -> list[str]:
+    """Up to ``most`` partition/QOS choices the user may use where ``request`` fits as it is."""
+    site = _Site(snapshot, user)
+    account = result.account
+    found = []
+    for name in site.usable_partitions(account):
+        assoc = site.association(account, name) if account else None
+        choices = [request.get("qos")] if request.get("qos") else [None]
+        choices += [q for q in (assoc.qos if assoc else ()) if q not in choices]
+        for qos in choices:
+            if name == result.partition and qos in (None, request.get("qos")):
+                continue  # the request as given
+            trial = {**request, "partition": name, **({"qos": qos} if qos else {})}
+            if not _check(trial, snapshot, user).problems:
+                changed = [f"--partition={name}"] if name != result.partition else []
+                changed += [f"--qos={qos}"] if qos and qos != result.qos else []
+                if changed:
+                    found.append(" ".join(changed))
+                break
+        if len(found) >= most:
+            break
+    return found
+
+
+def _check(request: dict[str, Any], snapshot: EnvSnapshot, user: str) -> CheckResult:
     site = _Site(snapshot, user)
     name = request.get("partition") or site.default_partition()
     result = CheckResult(user=user, partition=name, account=request.get("account"), qos=request.get("qos"))
@@ -317,8 +357,51 @@ def check_request(request: dict[str, Any], snapshot: EnvSnapshot, user: str) -> 
                                        "jobs now", partition.state, "UP", [f"--partition={p}" for p in others[:3]]))
     _check_account_and_qos(request, site, partition, result)
     _check_time(request, site, partition, result)
+    _check_tres_limits(request, site, partition, result)
     _check_resources(request, site, partition, result)
     return result
+
+
+def _job_tres(shape: "_Shape") -> dict[str, float]:
+    """The job's TRES as limits count them (per job): cpu, mem (MiB), node, gres/NAME."""
+    tres = {"cpu": float(shape.cpus_total), "node": float(shape.nodes)}
+    if shape.mem_per_node_mb:
+        tres["mem"] = shape.mem_per_node_mb * shape.nodes
+    for name, _, count in shape.gres:
+        tres[f"gres/{name}"] = tres.get(f"gres/{name}", 0) + float(count * shape.nodes)
+    return tres
+
+
+def _tres_limit(key: str, value: str) -> float | None:
+    from hpcmem.kb.slurm_units import parse_size_mb
+
+    try:
+        return parse_size_mb(value) if key == "mem" else float(value)
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def _check_tres_limits(req: dict[str, Any], site: _Site, p: PartitionInfo, result: CheckResult) -> None:
+    """Per-job TRES limits of the QOS (MaxTRES) and of the association (MaxTRES)."""
+    shape = _shape(req)
+    job = _job_tres(shape)
+    qos = site.s.qos.get(result.qos or "")
+    assoc = site.association(result.account, p.name) if result.account else None
+    for kind, owner, limits in (("qos_max_tres", f"QOS {result.qos}", qos.max_tres_per_job if qos else {}),
+                                ("assoc_max_tres", f"association {site.user}/{result.account}",
+                                 assoc.max_tres_per_job if assoc else {})):
+        for key, text in sorted(limits.items()):
+            limit = _tres_limit(key, text)
+            asked = job.get(key)
+            if limit is None or asked is None or asked <= limit:
+                continue
+            show = mem_text if key == "mem" else (lambda v: str(int(v)))
+            accepted = {"cpu": [], "node": [f"--nodes={int(limit)}"], "mem": []}.get(key, [])
+            if key.startswith("gres/") and shape.nodes == 1:
+                accepted = [f"--gres={key[5:]}:{int(limit)}"]
+            result.problems.append(Problem(
+                kind, f"the job asks {key}={show(asked)}; {owner} allows at most {show(limit)} per job (MaxTRES)",
+                f"{key}={show(asked)}", f"{key}={show(limit)}", accepted))
 
 
 def _check_account_and_qos(req: dict[str, Any], site: _Site, p: PartitionInfo, result: CheckResult) -> None:
