@@ -371,8 +371,10 @@ def _run(tool: str, args: list[str], what: str, timeout: float) -> str:
 
 
 def live_nodes(timeout: float = 60.0) -> dict[str, NodeInfo]:
-    """Run ``scontrol --oneliner show node`` here."""
-    return parse_scontrol_nodes(_run("scontrol", ["--oneliner", "show", "node"], "scontrol show node", timeout))
+    """Run ``scontrol --oneliner --future show node`` here: ``--future`` adds the nodes defined
+    with State=FUTURE, which plain ``show node`` hides (they exist for submission checks)."""
+    return parse_scontrol_nodes(_run("scontrol", ["--oneliner", "--future", "show", "node"], "scontrol show node",
+                                     timeout))
 
 
 def live_qos(timeout: float = 60.0) -> dict[str, QosInfo]:

@@ -280,6 +280,7 @@ def _shape(req: dict[str, Any]) -> _Shape:
         cpn = max(per_task, per_task * math.ceil(int(tasks) / nodes))
     else:
         cpn = max(per_task, math.ceil(total / nodes))
+    cpn = max(cpn, int(req.get("mincpus") or 0))  # --mincpus: that many on each node
     mem, per_cpu = req.get("mem_mb"), None
     if mem is None and req.get("mem_per_cpu_mb") is not None:
         per_cpu = float(req["mem_per_cpu_mb"])
@@ -514,12 +515,42 @@ def _check_resources(req: dict[str, Any], site: _Site, p: PartitionInfo, result:
                                 f"MaxMemPerNode {mem_text(p.max_mem_per_node_mb)}",
                                 mem_text(shape.mem_per_node_mb), mem_text(p.max_mem_per_node_mb),
                                 [shape.mem_option(p.max_mem_per_node_mb)]))
+    if shape.mem_per_node_mb is None and p.max_mem_per_node_mb is not None:
+        _check_default_memory(req, p, nodes, result)
     if not nodes:
         if not site.s.nodes:
             result.undecided.append(Undecided("nodes", "the snapshot has no nodes: memory, CPUs and GRES per node "
                                               "are not checked", f"sinfo -N -p {p.name} -o '%N %c %m %G %f'"))
         return
     _check_per_node(shape, req, site, p, nodes, others, result)
+
+
+def _check_default_memory(req: dict[str, Any], p: PartitionInfo, nodes: list[NodeInfo], result: CheckResult) -> None:
+    """No --mem: Slurm gives the partition's default, checked against MaxMemPerNode only when
+    the job is scheduled - and refused then with "Requested partition configuration not
+    available now" (job_mgr.c, job_limits_check). CPUs per node as that check counts them:
+    cpus-per-task x ntasks-per-node, or the whole node with --exclusive."""
+    if p.def_mem_per_cpu_mb is not None:
+        if req.get("exclusive"):
+            cpus = min((n.cpus or 0) for n in nodes) if nodes else None
+            if not cpus:
+                return
+            how = f"--exclusive: all {cpus} CPUs of a node"
+        else:
+            cpus = int(req.get("cpus_per_task") or 1) * int(req.get("ntasks_per_node") or 1)
+            cpus = max(cpus, int(req.get("mincpus") or 0))
+            how = f"{cpus} CPU{'s' if cpus > 1 else ''} per node"
+        default = p.def_mem_per_cpu_mb * cpus
+        text = f"DefMemPerCPU {mem_text(p.def_mem_per_cpu_mb)} x {how} = {mem_text(default)}"
+    elif p.def_mem_per_node_mb is not None:
+        default, text = p.def_mem_per_node_mb, f"DefMemPerNode {mem_text(p.def_mem_per_node_mb)}"
+    else:
+        return  # the cluster's own default (slurm.conf) is not in the partition listing
+    if default > p.max_mem_per_node_mb:
+        result.problems.append(Problem(
+            "memory_per_node", f"no --mem given: partition {p.name} gives {text}, more than its MaxMemPerNode "
+            f"{mem_text(p.max_mem_per_node_mb)}", f"(default) {mem_text(default)}", mem_text(p.max_mem_per_node_mb),
+            [f"--mem={mem_text(p.max_mem_per_node_mb)}"]))
 
 
 def _check_per_node(shape: _Shape, req: dict[str, Any], site: _Site, p: PartitionInfo, nodes: list[NodeInfo],

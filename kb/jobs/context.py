@@ -28,7 +28,8 @@ FIELDS: dict[str, type] = {
     # the request
     "partition": str, "account": str, "qos": str, "mem_mb": float, "mem_per_cpu_mb": float, "cpus": int,
     "gpus": int, "gres": list, "nodes": int, "time_limit_s": int, "constraint": str,
-    "cpus_per_task": int, "ntasks": int, "ntasks_per_node": int,  # how ``cpus`` is split
+    "cpus_per_task": int, "ntasks": int, "ntasks_per_node": int, "mincpus": int,  # how ``cpus`` is split
+    "exclusive": bool,
     # what the job used
     "max_rss_mb": float, "elapsed_s": int, "exit_code": int, "signal": int, "state": str,
     # the software stack
@@ -53,7 +54,11 @@ def clean_context(raw: Any, *, where: str = "context") -> dict[str, Any]:
         kind = FIELDS.get(key)
         if kind is None or value is None or value == "" or (value == [] and key != "modules") or value == {}:
             continue  # an empty module list is a fact (none loaded); other empty values say nothing
-        if kind is float or kind is int:
+        if kind is bool:
+            if not isinstance(value, bool):
+                raise InputError(f"{where}.{key} must be true or false")
+            out[key] = value
+        elif kind is float or kind is int:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
                 raise InputError(f"{where}.{key} must be a non-negative number, not {value!r}"[:200])
             out[key] = float(value) if kind is float else int(value)
@@ -70,7 +75,8 @@ def clean_context(raw: Any, *, where: str = "context") -> dict[str, Any]:
                                                       for k, v in value.items()):
                 raise InputError(f"{where}.{key} must map package names to versions")
             out[key] = {k[:_MAX_TEXT]: v[:_MAX_TEXT] for k, v in list(value.items())[:_MAX_ITEMS]}
-    return {k: v for k, v in out.items() if v not in ("", {}) and (v != [] or k == "modules")}
+    return {k: v for k, v in out.items() if (v is True or v is False or v not in ("", {}))
+            and (v != [] or k == "modules")}
 
 
 def show_value(key: str, value: Any) -> str:

@@ -108,6 +108,10 @@ def from_options(pairs: Iterable[tuple[str, str | None]]) -> dict[str, Any]:
             tasks = _count(option, value)
         elif option == "--ntasks-per-node":
             per_node = _count(option, value)
+        elif option == "--mincpus":
+            ctx["mincpus"] = _count(option, value)
+        elif option == "--exclusive":
+            ctx["exclusive"] = True  # the whole node: default memory is counted for all its CPUs
         elif option == "--nodes":
             ctx["nodes"] = _count(option, value)
         elif option == "--time":

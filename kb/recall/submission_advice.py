@@ -20,7 +20,7 @@ __all__ = ["submission_advice", "is_rejection"]
 DATA_CONFIDENCE = 0.6  # the site's own numbers: above general advice, below a confirmed lesson
 # The request fields the checks read; without one of them there is nothing to check.
 _REQUEST_KEYS = ("partition", "account", "qos", "mem_mb", "mem_per_cpu_mb", "cpus", "gpus", "gres", "nodes",
-                 "time_limit_s", "constraint")
+                 "time_limit_s", "constraint", "cpus_per_task", "ntasks", "ntasks_per_node", "mincpus", "exclusive")
 
 
 def is_rejection(text: str) -> bool:

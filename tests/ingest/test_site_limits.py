@@ -390,7 +390,7 @@ def test_live_readers_run_the_commands_with_their_arguments(bin_dir, tmp_path):
     assert live_default_accounts() == {"alice": "research", "bob": "research", "root": "root"}
     assert live_default_accounts("alice") == {"alice": "research", "bob": "research", "root": "root"}
     assert args.read_text().splitlines() == [
-        "--oneliner show node", "-P show qos", "-P show assoc", "-P show assoc user=alice", "-P show user",
+        "--oneliner --future show node", "-P show qos", "-P show assoc", "-P show assoc user=alice", "-P show user",
         "-P show user alice"]
 
 

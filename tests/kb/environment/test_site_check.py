@@ -161,3 +161,28 @@ def test_each_rejection_message_names_the_kinds_that_explain_it(text, kind):
 
 def test_text_that_is_no_rejection_names_no_kind():
     assert kinds_for_message("slurmstepd: error: Detected 1 oom-kill event(s) in StepId=1.batch") == ()
+
+
+def test_mincpus_is_cpus_on_each_node(harness):
+    assert kinds(check("--mincpus=4", harness)) == ["cpus_per_node"]
+    assert check("--mincpus=2", harness).fits
+
+
+def test_the_default_memory_of_a_partition_is_checked_when_no_mem_is_given():
+    # the harness's debug partition as `SlurmLab(submission_limits=True)` configures it
+    text = (HARNESS / "scontrol-show-partition-oneliner.txt").read_text().splitlines()
+    debug = next(line for line in text if line.startswith("PartitionName=debug "))
+    limited = debug.replace("DefMemPerNode=UNLIMITED", "DefMemPerCPU=600").replace(
+        "MaxMemPerNode=UNLIMITED", "MaxMemPerNode=1000")
+    base = site(HARNESS)
+    partitions = read_partitions("\n".join(limited if line == debug else line for line in text))
+    snapshot = EnvSnapshot({}, partitions, nodes=base.nodes, qos=base.qos, associations=base.associations,
+                           default_accounts=base.default_accounts)
+    two = check("-p debug -c 2", snapshot)
+    assert kinds(two) == ["memory_per_node"]
+    assert two.problems[0].message == ("no --mem given: partition debug gives DefMemPerCPU 600M x 2 CPUs per node "
+                                       "= 1200M, more than its MaxMemPerNode 1000M")
+    assert two.problems[0].accepted == ["--mem=1000M"]
+    assert kinds(check("-p debug --exclusive", snapshot)) == ["memory_per_node"]  # both CPUs of the node
+    assert check("-p debug -n 2", snapshot).fits  # Slurm counts one task per node here: 600M
+    assert check("-p debug -c 2 --mem=1000M", snapshot).fits
