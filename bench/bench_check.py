@@ -6,7 +6,7 @@ Agents run `check` before every submission (issue 27), so its cost is a process 
 case is a fresh process, alternating run by run so machine noise falls on all alike. The
 baseline is a bare ``python -c pass`` of the same interpreter. Target: `hpcmem check` on a
 saved snapshot <= 5x the baseline. The snapshot is the sample site of
-``data/samples/env/cluster-2026-11`` (partitions, nodes, QOS, associations), stored with
+``data/samples/env/cluster-2026-12`` (partitions, nodes, QOS, associations), stored with
 `hpcmem env snapshot`; the request is one of the sample job scripts.
 """
 
@@ -25,7 +25,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 HPCMEM = str(Path(sys.executable).with_name("hpcmem"))
-SITE = ROOT / "data" / "samples" / "env" / "cluster-2026-11"
+SITE = ROOT / "data" / "samples" / "env" / "cluster-2026-12"
 SCRIPT = ROOT / "data" / "samples" / "jobs" / "train-gpu.sh"
 
 
@@ -46,13 +46,13 @@ def main() -> None:
 
     home = Path(tempfile.mkdtemp(prefix="hpcmem-check-bench-"))
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}  # .pyc as users have them
-    env.update(HPCMEM_HOME=str(home), HPCMEM_CLUSTER="cluster-2026-11")
+    env.update(HPCMEM_HOME=str(home), HPCMEM_CLUSTER="lab")
     subprocess.run([HPCMEM, "env", "snapshot", "--modules", str(SITE / "module-t-avail.txt"),
                     "--partitions", str(SITE / "scontrol-show-partition-oneliner.txt"),
                     "--nodes", str(SITE / "scontrol-show-node-oneliner.txt"),
                     "--qos", str(SITE / "sacctmgr-show-qos.txt"), "--assoc", str(SITE / "sacctmgr-show-assoc.txt"),
                     "--users", str(SITE / "sacctmgr-show-user.txt")], check=True, capture_output=True, env=env)
-    user = os.environ.get("HPCMEM_BENCH_USER", "")
+    user = os.environ.get("HPCMEM_BENCH_USER", "alice")
     user_args = ["--user", user] if user else []
     cases = {
         "baseline: bare `python -c pass`": lambda: timed([sys.executable, "-c", "pass"], env),

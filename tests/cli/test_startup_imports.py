@@ -81,6 +81,18 @@ def test_fingerprint_imports_nothing_heavy():
     assert offenders(modules, HEAVY + OTHER_COMMANDS + ("hpcmem.kb.store.database", "sqlite3", "psycopg")) == []
 
 
+def test_check_on_a_saved_snapshot_imports_no_cli_framework_or_orm():
+    sample = os.path.join(os.path.dirname(__file__), "..", "..", "data", "samples", "env", "cluster-2026-12")
+    stored = run_hpcmem("env", "snapshot", "--partitions", os.path.join(sample, "scontrol-show-partition-oneliner.txt"),
+                        "--modules", os.path.join(sample, "module-t-avail.txt"),
+                        "--nodes", os.path.join(sample, "scontrol-show-node-oneliner.txt"), env={"HPCMEM_CLUSTER": "lab"})
+    assert stored.returncode == 0, stored.stderr
+    result, modules = imported("check", "--sbatch-args", "-p cpu --mem=8G", "--user", "alice", "--json",
+                               env={"HPCMEM_CLUSTER": "lab"})
+    assert result.returncode == 0, result.stderr
+    assert offenders(modules, HEAVY + OTHER_COMMANDS + ("typer", "click", "hpcmem.cli.main")) == []
+
+
 def test_epilog_imports_only_the_standard_library_and_its_own_module(tmp_path):
     from hpcmem.ingest.epilog import parse_env_file
     from tests.conftest import SAMPLES
