@@ -44,6 +44,10 @@ def record(
     chosen_source = source or ("human" if sys.stdin.isatty() else "agent")
     if chosen_source not in ("agent", "human"):
         raise InputError("--source must be agent or human (curated lessons come from review)")
+    if job is not None:
+        from hpcmem.cli.recall import drain_my_events
+
+        drain_my_events(job)  # as the MCP tool: a job the epilog just spooled is known
     lesson = run(
         STATE.stack, cause=cause, fix=fix, author=getpass.getuser(), source=chosen_source, error_text=text,
         job_id=job, actions=action, scope=scope, partition=partition, modules=module,

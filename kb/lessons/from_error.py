@@ -100,12 +100,28 @@ def record(
     return record_lesson(target, draft, actor=author)
 
 
-def _with_job_facts(given: dict[str, Any] | None, occ: Any) -> dict[str, Any]:
-    """What the caller said first, then the stored job's own facts."""
+# What Slurm recorded of a stored job's request and run. It wins over what the caller gave:
+# a script's #SBATCH lines are defaults that sbatch's command line overrides, so the script
+# of a job resubmitted with --mem=256M still says the 100M that job did not ask.
+RECORDED_BY_SLURM = frozenset({
+    "partition", "account", "qos", "mem_mb", "cpus", "nodes", "time_limit_s", "gres", "gpus", "constraint",
+    "job_name", "workdir", "max_rss_mb", "elapsed_s", "exit_code", "signal", "state",
+})
+
+
+def stored_job_context(given: dict[str, Any] | None, stored: dict[str, Any]) -> dict[str, Any]:
+    """A stored job's context: what Slurm recorded of it, then what the caller said (its script,
+    options, modules...), then the job's other stored facts."""
     from hpcmem.kb.jobs.context import merge_contexts
+
+    recorded = {key: value for key, value in stored.items() if key in RECORDED_BY_SLURM}
+    return merge_contexts(recorded, given, stored)
+
+
+def _with_job_facts(given: dict[str, Any] | None, occ: Any) -> dict[str, Any]:
     from hpcmem.kb.jobs.request import OCCURRENCE_FIELDS, from_occurrence
 
-    return merge_contexts(given, from_occurrence({name: getattr(occ, name, None) for name in OCCURRENCE_FIELDS}))
+    return stored_job_context(given, from_occurrence({name: getattr(occ, name, None) for name in OCCURRENCE_FIELDS}))
 
 
 def _with_flags(given: dict[str, Any] | None, partition: str | None, modules: Any) -> dict[str, Any]:

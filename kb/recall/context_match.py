@@ -114,6 +114,7 @@ class ContextVerdict:
     # differences on a field the fix changes or the failure decisively depends on: the facts
     # contradict the lesson, which is then at most related
     contradicts: bool = False
+    contradicting: list[str] = field(default_factory=list)  # the fields that made it contradict
     shift: float = 0.0  # log-odds, already weighted and capped
 
     @property
@@ -310,6 +311,8 @@ def compare(query: dict[str, Any], lesson: dict[str, Any], *, actions: list[dict
         verdict.differs.append({"field": _name(key), "query": q, "lesson": l, "kind": "context", "matters": on_fix})
         shift -= w["differs_fix" if strong else "differs_relevant"]
         verdict.contradicts |= strong
+        if strong:
+            verdict.contradicting.append(_name(key))
 
     for key in sorted(counted):
         q, l = query.get(key), lesson.get(key)
@@ -346,8 +349,9 @@ def compare(query: dict[str, Any], lesson: dict[str, Any], *, actions: list[dict
         if query.get(key) and lesson.get(key) and query[key] != lesson[key]:
             verdict.differs.append({"field": "program" if key == "command" else "job_name", "query": query[key],
                                     "lesson": lesson[key], "kind": "context", "matters": False})
-            if fix_fields & _SIZED:
-                verdict.contradicts |= not decisive_facts or len(verdict.differs) > 1
+            if fix_fields & _SIZED and (not decisive_facts or len(verdict.differs) > 1):
+                verdict.contradicts = True
+                verdict.contradicting.append("program")
     verdict.shift = max(-w["most"], min(w["most"], shift))
     for action in actions or []:
         reason = _already_satisfied(action, query, lesson)

@@ -94,7 +94,40 @@ class Candidate:
                 category=category if category != "unknown" else probe.signature.category,
                 weights=model.context_weights,
                 mentioned=" ".join((probe.signature.template, self.lesson.get("template") or "", self.lesson["fix"])))
+            if probe.site is not None:
+                _judge_by_site(self.evidence.context, probe.site, self.lesson, model.context_weights)
         return self.evidence
+
+
+def _judge_by_site(verdict, site, lesson: dict[str, Any], weights: dict[str, float] | None) -> None:  # noqa: ANN001
+    """The limit each job broke, from the site's limits (recall/site_match.py): the same one
+    is agreement on what the fix is about; another one makes the lesson inapplicable."""
+    from hpcmem.kb.recall.context_match import DEFAULT_WEIGHTS
+    from hpcmem.kb.recall.site_match import judge
+
+    found = judge(site, lesson)
+    if found is None:
+        return
+    w = {**DEFAULT_WEIGHTS, **(weights or {})}
+    if found.agrees:
+        # The same cause: values differing on what that limit is about (another amount, GPU
+        # type or account) and the program the refused job would have run no longer contradict.
+        kept = [d for d in verdict.differs if d["field"] not in found.covers]
+        for dropped in verdict.differs:
+            if dropped["field"] in found.covers:
+                strong = dropped["field"] in verdict.contradicting
+                verdict.shift += w["differs_fix" if strong else "differs_relevant"]
+        verdict.differs = kept
+        verdict.contradicting = [f for f in verdict.contradicting if f not in found.covers]
+        verdict.contradicts = bool(verdict.contradicting)
+        verdict.agree.append(f"broken limit ({found.query})")
+        verdict.shift += w["agree_fix"]
+    else:
+        verdict.inapplicable.append(found.reason)
+        verdict.differs.append({"field": "broken limit", "query": found.query, "lesson": found.lesson,
+                                "kind": "context", "matters": True})
+        verdict.shift -= w["differs_fix"]
+        verdict.contradicts = True
 
 
 def context_boost(conditions: list[dict[str, Any]], query: RecallQuery) -> tuple[float, list[str]]:
@@ -204,8 +237,8 @@ class Recaller:
         """
         if query.job_id is None:
             return query.text or "", query, None
-        from hpcmem.kb.jobs.context import merge_contexts
         from hpcmem.kb.jobs.request import from_occurrence
+        from hpcmem.kb.lessons.from_error import stored_job_context
 
         for reader in self.readers:
             occ = reader.occurrence_for_job(query.job_id, query.cluster)
@@ -214,7 +247,8 @@ class Recaller:
                     query, partition=query.partition or occ.get("partition"),
                     modules=list(query.modules or occ.get("modules") or []),
                     cluster=query.cluster or occ.get("cluster"),
-                    context=merge_contexts(query.context, from_occurrence(occ)),
+                    # Slurm's record of the job's request beats its script's #SBATCH lines
+                    context=stored_job_context(query.context, from_occurrence(occ)),
                 )
                 text = occ.get("log_excerpt") or occ.get("message") or ""
                 if query.text:
@@ -237,6 +271,7 @@ class Recaller:
         # Scrubbed as a stored job context is (lessons.write.stored_context): a command line
         # or a working directory the caller gave can carry a token.
         probe.context = scrub_value(query_context(query, text))[0]
+        probe.site = self._site_facts(text, probe.context, occurrence)
         candidates, stages = self.candidates(probe, query)
         ranked = unresolved_ties(context_chooses(self._rank(candidates, query)))
         shown = [c for c in ranked if c.evidence.band is not None][: query.limit]
@@ -508,6 +543,24 @@ class Recaller:
                  "category": sig.category, "source": "rule", "trust_level": trust_level("rule"),
                  **{key: item[key] for key in ("check", "snapshot") if key in item}}
                 for item in items]
+
+    def _site_facts(self, text: str, context: dict[str, Any], occurrence: dict[str, Any] | None):
+        """The site's limits for judging lessons about a refused submission (None otherwise)."""
+        from hpcmem.kb.recall.site_match import SiteFacts, has_request
+        from hpcmem.kb.recall.submission_advice import is_rejection
+
+        if not is_rejection(text) or not has_request(context):
+            return None
+        import getpass
+
+        from hpcmem.kb.environment.site_check import snapshot_from_stored
+        from hpcmem.kb.store.reader import newest_environment
+
+        env = newest_environment(self.readers, (occurrence or {}).get("cluster") or self.config.get("cluster.name"))
+        if env is None:
+            return None
+        user = (occurrence or {}).get("user_name") or getpass.getuser()
+        return SiteFacts.of(text, context, snapshot_from_stored(env)[0], user)
 
     def _site_advice(self, sig: FailureSignature, text: str, context: dict[str, Any], facts: dict[str, Any],
                      env: dict[str, Any] | None) -> list[dict[str, Any]]:

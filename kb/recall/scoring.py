@@ -182,6 +182,7 @@ class Probe:
     tokens: tuple[FixToken, ...]
     vectors: dict[str, Any] = field(default_factory=dict)  # "decisive" / "excerpt" -> unit vector
     context: dict[str, Any] = field(default_factory=dict)  # the query job's facts (kb/jobs/context.py)
+    site: Any = None  # recall.site_match.SiteFacts for a refused submission on a known site
 
     @classmethod
     def of(cls, text: str, signature: FailureSignature) -> "Probe":

@@ -48,6 +48,9 @@ def _parser() -> argparse.ArgumentParser:
                     help="generic resources on the node, e.g. gpu=2 (repeatable)")  # fmt: skip
     up.add_argument("--policies", action="store_true",
                     help="enforce associations/limits/QOS; add QOS short, urgent, account teaching")  # fmt: skip
+    up.add_argument("--submission-limits", action="store_true",
+                    help="issue 27's site: --policies, gpu=2 unless --gres, partition bigmem of a "
+                         "FUTURE node, memory limits on debug")  # fmt: skip
     up.add_argument("--cgroup", choices=("auto", "v1", "none"), default="auto")
     up.add_argument("--base-port", type=int, default=6817,
                     help="slurmctld's port; slurmd and slurmdbd take the next two")  # fmt: skip
@@ -99,7 +102,8 @@ def main(argv: list[str] | None = None) -> int:
         lab = SlurmLab(
             args.root, user=args.user, extra_users=tuple(args.extra_user), gres=dict(args.gres),
             lab_group=args.lab_group,
-            policies=args.policies, cgroup=args.cgroup, base_port=args.base_port,
+            policies=args.policies, submission_limits=args.submission_limits,
+            cgroup=args.cgroup, base_port=args.base_port,
         )  # fmt: skip
         lab._take_lock(wait=False)  # a pytest session using the lab: refuse, do not wait
         lab.up()

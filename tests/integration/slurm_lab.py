@@ -50,6 +50,16 @@ RESTRICTED_ACCOUNT = "teaching"
 RESTRICTED_ACCOUNT_PARTITION = "main"
 SHORT_QOS = "short"
 URGENT_QOS = "urgent"  # may preempt (cancel) jobs of QOS normal
+# With submission_limits=True (opt-in, issue 27): a bigger node that exists in the configuration
+# only (State=FUTURE: no slurmd, jobs sent to it pend) in its own partition, so that "a partition
+# with nodes that large" exists; and memory limits on `debug` that only the scheduler's partition
+# check catches ("Requested partition configuration not available now").
+BIGMEM_NODE = "bigmem1"
+BIGMEM_PARTITION = "bigmem"
+BIGMEM_CPUS = 8
+BIGMEM_MEMORY_MB = 16000
+DEBUG_DEF_MEM_PER_CPU_MB = 600
+DEBUG_MAX_MEM_PER_NODE_MB = 1000
 NODE = "localhost"
 # Our own database and DB user, so a slurm_acct_db of someone else is never touched.
 DB_NAME = "hpcmem_lab_acct_db"
@@ -271,6 +281,16 @@ class SlurmLab:
     work dir; the teaching account stays the lab user's only. ``lab_group`` (e.g.
     ``"vision"``) is an OS group holding the lab user and the extra users, as a lab's shared
     hpcmem store is kept group-readable; created if missing and removed by purge() when created.
+
+    ``submission_limits=True`` is the site of issue 27's submission checks: it turns
+    ``policies`` on and, unless ``gres`` is given, ``gres={"gpu": 2}``. It adds partition
+    ``bigmem`` of one node ``bigmem1`` (8 CPUs, RealMemory 16000, no GRES) defined State=FUTURE:
+    configuration only, no slurmd, so a job sent there is accepted and pends. And it gives
+    ``debug`` DefMemPerCPU=600 and MaxMemPerNode=1000: a job naming no memory gets 600M per CPU
+    there, which sbatch does not check against MaxMemPerNode, so ``-p debug -c 2`` (1200M) is
+    refused by the scheduler's partition check with "Requested partition configuration not
+    available now" (an explicit ``--mem=1200M -p debug`` gets "Memory required by task is not
+    available").
     """
 
     def __init__(
@@ -290,6 +310,7 @@ class SlurmLab:
         short_qos_minutes: int = 1,
         extra_users: Sequence[str] = (),
         lab_group: str | None = None,
+        submission_limits: bool = False,
     ):
         if cgroup not in ("auto", "v1", "none"):
             raise ValueError(f"cgroup must be auto, v1 or none, not {cgroup!r}")
@@ -303,8 +324,9 @@ class SlurmLab:
         self.cgroup_mode: str | None = None  # "v1" or "none", decided by up()
         self.ports = {"slurmctld": base_port, "slurmd": base_port + 1, "slurmdbd": base_port + 2}
         self.debug_max_minutes = debug_max_minutes
-        self.gres = dict(gres or {})
-        self.policies = policies
+        self.submission_limits = submission_limits
+        self.gres = dict(gres or ({"gpu": 2} if submission_limits else {}))
+        self.policies = policies or submission_limits
         self.short_qos_minutes = short_qos_minutes
         self.extra_users = tuple(extra_users)
         self.lab_group = lab_group
@@ -624,14 +646,23 @@ class SlurmLab:
         if self.prolog_epilog_timeout is not None:
             lines.append(f"PrologEpilogTimeout={int(self.prolog_epilog_timeout)}")
         cpus = os.cpu_count() or 1
+        if self.submission_limits:
+            # before localhost: 22.05 takes any name for the node while `localhost` is the only
+            # one defined, and a node defined after it dies with "Duplicated NodeHostName"
+            lines.append(f"NodeName={BIGMEM_NODE} NodeAddr=127.0.0.2 CPUs={BIGMEM_CPUS} "
+                         f"RealMemory={BIGMEM_MEMORY_MB} State=FUTURE")
+        debug_memory = (f" DefMemPerCPU={DEBUG_DEF_MEM_PER_CPU_MB} MaxMemPerNode={DEBUG_MAX_MEM_PER_NODE_MB}"
+                        if self.submission_limits else "")  # fmt: skip
         lines += [
             f"NodeName={NODE} NodeHostname={NODE} NodeAddr=127.0.0.1 CPUs={cpus} "
             "RealMemory=2000 "
             + (f"Gres={','.join(f'{n}:{c}' for n, c in self.gres.items())} " if self.gres else "")
             + "State=UNKNOWN",
             f"PartitionName=main Nodes={NODE} Default=YES MaxTime=INFINITE State=UP",
-            f"PartitionName=debug Nodes={NODE} MaxTime={self.debug_max_minutes} State=UP",
+            f"PartitionName=debug Nodes={NODE} MaxTime={self.debug_max_minutes}{debug_memory} State=UP",
         ]
+        if self.submission_limits:
+            lines.append(f"PartitionName={BIGMEM_PARTITION} Nodes={BIGMEM_NODE} MaxTime=INFINITE State=UP")
         return "\n".join(lines) + "\n"
 
     def render_gres_conf(self) -> str:
@@ -942,7 +973,8 @@ class SlurmLab:
         )
         state = {
             "slurm_conf": str(self.conf), "user": self.user, "extra_users": list(self.extra_users),
-            "gres": self.gres, "policies": self.policies, "cgroup": self.cgroup_mode,
+            "gres": self.gres, "policies": self.policies, "submission_limits": self.submission_limits,
+            "cgroup": self.cgroup_mode,
             "ports": self.ports, "started_at": self.started_at.isoformat() if self.started_at else None,
         }  # fmt: skip
         (self.root / STATE_RECORD).write_text(json.dumps(state, indent=1) + "\n")
@@ -998,12 +1030,12 @@ class SlurmLab:
             self._terminate(mariadb, "mariadbd")
             self._mariadb_pid = None
         problems += self._remove_created_accounts()
-        if keeper is not None:
-            self._terminate(keeper, LOCK_KEEPER)
         if self.root.exists():
             shutil.rmtree(self.root, ignore_errors=True)
             if self.root.exists():
                 problems.append(f"{self.root} could not be removed")
+        if keeper is not None:  # last: its death frees the lock, and a waiting lab starts at once
+            self._terminate(keeper, LOCK_KEEPER)
         if self._lock_fh is not None:
             self._lock_fh.close()
             self._lock_fh = None

@@ -1,0 +1,77 @@
+"""One rejection message, several causes: with the site's limits stored, recall lets the limit
+each job broke choose between lessons of the same text (issues 26 and 27).
+
+Texts are sbatch's real stderr on the project's harness (data/samples/harness/rejections/); the
+site is the harness as Slurm printed it (data/samples/env/real-slurm-limits/: one node of 2
+CPUs, 2000M and gpu:2)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.cli.helpers import run_hpcmem
+from tests.conftest import SAMPLES
+
+HARNESS = SAMPLES / "env" / "real-slurm-limits"
+REJECTIONS = SAMPLES / "harness" / "rejections"
+NODE_CONFIG = json.loads((REJECTIONS / "1-node-config-gpu-count.json").read_text())["stderr"]
+ALICE = {"LOGNAME": "alice", "USER": "alice"}
+
+
+def snapshot():
+    stored = run_hpcmem("env", "snapshot", "--modules", str(SAMPLES / "env" / "real-debian-lmod" / "module-t-avail.txt"),
+                        "--partitions", str(HARNESS / "scontrol-show-partition-oneliner.txt"),
+                        "--nodes", str(HARNESS / "scontrol-show-node-oneliner.txt"),
+                        "--qos", str(HARNESS / "sacctmgr-show-qos.txt"), "--assoc", str(HARNESS / "sacctmgr-show-assoc.txt"),
+                        "--users", str(HARNESS / "sacctmgr-show-user.txt"))
+    assert stored.returncode == 0, stored.stderr
+
+
+@pytest.fixture
+def two_lessons(hpcmem_home):
+    """The same refusal text, learnt twice: once for too much memory, once for too many GPUs."""
+    for args, cause, fix in (
+        ("--mem=4000M", "no node has that much memory", "ask at most the node's 2000M (--mem=2000M)"),
+        ("--gres=gpu:3", "no node has that many GPUs", "ask at most the node's 2 GPUs (--gres=gpu:2)"),
+    ):
+        done = run_hpcmem("record", "--error", NODE_CONFIG, "--sbatch-args", args, "--cause", cause, "--fix", fix,
+                          "--json", env=ALICE)
+        assert done.returncode == 0, done.stderr
+
+
+def recall(args: str) -> dict:
+    result = run_hpcmem("recall", NODE_CONFIG, "--sbatch-args", args, "--json", env=ALICE)
+    assert result.returncode in (0, 1), result.stderr
+    return json.loads(result.stdout)
+
+
+def test_the_limit_the_job_broke_chooses_the_lesson(two_lessons):
+    snapshot()
+    gpus = recall("--gres=gpu:4 -c 1")
+    first = gpus["matches"][0]
+    assert first["band"] == "match" and "GPUs" in first["cause"]
+    assert "broken limit (gres count)" in first["context_agrees"]
+    other = next(m for m in gpus["matches"] if "memory" in m["cause"])
+    assert other["band"] == "related"
+    assert {"field": "broken limit", "query": "gres count", "lesson": "memory per node", "kind": "context",
+            "matters": True} in other["differs"]
+    assert gpus["context_decided"] is True
+
+    memory = recall("--mem=3G")
+    assert memory["matches"][0]["band"] == "match" and "memory" in memory["matches"][0]["cause"]
+    assert all(m["band"] != "match" for m in memory["matches"] if "GPUs" in m["cause"])
+
+
+def test_without_the_sites_limits_neither_lesson_is_chosen_by_a_limit(two_lessons):
+    gpus = recall("--gres=gpu:4 -c 1")
+    assert not any("broken limit" in str(m["context_agrees"]) + str(m["differs"]) for m in gpus["matches"])
+
+
+def test_a_job_that_breaks_no_limit_the_site_shows_is_not_matched_by_either(two_lessons):
+    snapshot()
+    fits = recall("--mem=1G --gres=gpu:1")  # the site would take it: the refusal is something else
+    assert all(m["band"] != "match" for m in fits["matches"])
+    assert any(d["field"] == "broken limit" and d["query"] == "no limit the snapshot shows"
+               for m in fits["matches"] for d in m["differs"])
