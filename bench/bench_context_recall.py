@@ -29,6 +29,13 @@ the validation set does not define (the OOM lessons at 100/200/400M, the hpcfft 
 lessons), recorded from that class's first instance there. A class both collections define
 (same cause and fix) has only its validation lesson, so every class has exactly one lesson.
 The queries are the validation instances that are not a lesson's; BM25 ranks the same lessons.
+
+The site's limits (issue 27): each collection's ``site/`` folder holds the real output of
+``scontrol show partition/node`` and ``sacctmgr show qos/assoc/user`` on the cluster it was made
+on (``context_corpus/capture_site.py``), stored as the environment snapshot before the queries.
+Each lesson is recorded by the user whose job it came from, and each query is asked as the user
+who submitted it (alice, or bob in the validation collection), as in real use: a refused
+submission is judged on that user's associations.
 """
 
 from __future__ import annotations
@@ -86,6 +93,33 @@ def corpus_actions(cls: dict) -> list[str]:
     return out
 
 
+def case_users() -> dict[str, str]:
+    """Case name -> the user who submitted it (the harness's lab user, alice, unless named)."""
+    from cases import CASES
+    from cases_validation import CASES as VALIDATION_CASES
+
+    return {c.name: c.user or "alice" for c in (*CASES, *VALIDATION_CASES)}
+
+
+def store_site(config, stack, folder: Path) -> None:  # noqa: ANN001
+    """The collection's real site captures as the store's environment snapshot."""
+    from hpcmem.ingest.partitions import read_partitions
+    from hpcmem.ingest.site_limits import (parse_sacctmgr_assoc, parse_sacctmgr_qos, parse_sacctmgr_users,
+                                           parse_scontrol_nodes)
+    from hpcmem.kb.environment.history import save_snapshot
+    from hpcmem.kb.environment.snapshot import EnvSnapshot
+
+    def read(name: str) -> str:
+        return (folder / name).read_text()
+
+    snapshot = EnvSnapshot({}, read_partitions(read("scontrol-show-partition-oneliner.txt")),
+                           nodes=parse_scontrol_nodes(read("scontrol-show-node-oneliner.txt")),
+                           qos=parse_sacctmgr_qos(read("sacctmgr-show-qos.txt")),
+                           associations=parse_sacctmgr_assoc(read("sacctmgr-show-assoc.txt")),
+                           default_accounts=parse_sacctmgr_users(read("sacctmgr-show-user.txt")))
+    save_snapshot(stack.user.open(), snapshot, cluster=config.get("cluster.name"), source=str(folder))
+
+
 def build_store(classes: dict[str, dict], instances: list[dict]):
     from hpcmem.kb.config import load_config
     from hpcmem.kb.jobs.context import clean_context
@@ -95,10 +129,11 @@ def build_store(classes: dict[str, dict], instances: list[dict]):
 
     config = load_config()
     stack = StoreStack.from_config(config)
+    users = case_users()
     lesson_class, lesson_instance = {}, set()
     for name, cls in sorted(classes.items()):
         first = next(i for i in instances if i["class"] == name)
-        lesson = record(stack, cause=cls["cause"], fix=cls["fix"], author="bench", source="human",
+        lesson = record(stack, cause=cls["cause"], fix=cls["fix"], author=users[first["case"]], source="human",
                         error_text=first["text"], actions=corpus_actions(cls),
                         job_context=clean_context(first["context"]))
         lesson_class[lesson["lesson_id"]] = name
@@ -113,9 +148,11 @@ def hpcmem_run(config, stack, embedder, lesson_class, queries, *, with_context: 
     from hpcmem.kb.recall.recaller import Recaller, RecallQuery
 
     recaller = Recaller(stack, config, allow_model=True, embedder_factory=lambda: embedder, record_events=False)
+    users = case_users()
     out = []
     try:
         for q in queries:
+            os.environ["LOGNAME"] = users[q["case"]]  # recall judges a refusal as the user who got it
             context = clean_context(q["context"]) if with_context else {}
             started = time.perf_counter()
             result = recaller.recall(RecallQuery(text=q["text"], limit=10, context=context))
@@ -234,6 +271,7 @@ def main() -> None:
     os.environ["HPCMEM_DISABLE_LOCAL_CONFIG"] = "1"
     classes, instances = load_validation() if args.part == "validation" else load()
     config, stack, embedder, lesson_class, lesson_instance = build_store(classes, instances)
+    store_site(config, stack, (VALIDATION if args.part == "validation" else CORPUS) / "site")
     queries = [i for i in instances if i["split"] == args.part and i["id"] not in lesson_instance]
     rows = {
         "hpcmem, with context": metrics(hpcmem_run(config, stack, embedder, lesson_class, queries, with_context=True),
