@@ -1,10 +1,10 @@
 """hpcmem.kb: the knowledge base, one sub-package per stage of the pipeline.
 
-    safety  <-  signatures  <-  store  <-  jobs  <-  lessons  <-  recall
-                                       store  <-  environment  <-  recall
+    safety  <-  signatures  <-  store  <-  jobs  <-  lessons      <-  recall
+                                       store  <-  jobs  <-  environment  <-  recall
 
-(``a <- b``: b may import a.) ``environment`` sits beside ``jobs`` and ``lessons``;
-``safety`` may be used by every stage.
+(``a <- b``: b may import a.) ``environment`` sits beside ``lessons``: it reads job requests
+(``jobs``) to check them against the site's limits; ``safety`` may be used by every stage.
 
 A stage imports only the stages before it (``tests/test_layering.py`` checks this, lazy
 imports included). The cross-cutting modules at this level - ``errors``, ``config``,

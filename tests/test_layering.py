@@ -26,7 +26,7 @@ KB_ALLOWED = {
     "signatures": {"safety"},
     "store": {"signatures", "safety"},
     "jobs": {"store", "signatures", "safety"},
-    "environment": {"store", "signatures", "safety"},
+    "environment": {"jobs", "store", "signatures", "safety"},
     "lessons": {"jobs", "store", "signatures", "safety"},
     "recall": {"lessons", "jobs", "environment", "store", "signatures", "safety"},
 }

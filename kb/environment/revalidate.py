@@ -4,8 +4,9 @@ Verdicts, most severe first:
 
 - **expired** - the lesson cannot work as written: a module version it needs is gone, its
   partition is gone, a partition limit its fix relies on is now violated (a fix raising
-  ``--time`` to 12 h needs the partition's MaxTime >= 12 h), or its ``valid_until`` date
-  has passed;
+  ``--time`` to 12 h needs the partition's MaxTime >= 12 h), the site would now refuse its
+  job resubmitted with the fix's sbatch options (when the snapshot has the site's nodes, QOS
+  and associations: ``site_check.fix_refusals``), or its ``valid_until`` date has passed;
 - **stale** - it may still work but needs review: the default version of a module it
   names changed, a newer version of that module appeared since the lesson was written, or
   nothing has confirmed it for ``revalidate.unconfirmed_days``;
@@ -23,7 +24,7 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from sqlalchemy import and_, bindparam, exists, func, insert, not_, or_, select, update
+from sqlalchemy import Text, and_, bindparam, cast, exists, func, insert, not_, or_, select, update
 from sqlalchemy.orm import aliased
 
 from hpcmem.kb.environment.snapshot import EnvSnapshot
@@ -137,6 +138,15 @@ def check_limit(cond: dict[str, Any], now: EnvSnapshot, verdict: Verdict) -> Non
                                   f"the fix needs {op} {_format_limit(field_name, needed)}")
 
 
+def check_fix(lesson: Any, now: EnvSnapshot, verdict: Verdict) -> None:
+    """The lesson's job with its fix's sbatch options, checked against today's site limits."""
+    from hpcmem.kb.environment.site_check import fix_refusals
+
+    for problem in fix_refusals(getattr(lesson, "job_context", None), getattr(lesson, "actions", None) or [], now,
+                                getattr(lesson, "author", None)):
+        verdict.worsen("expired", f"the site would refuse the fix now: {problem.message}")
+
+
 class _Condition(NamedTuple):
     kind: str
     name: str
@@ -156,6 +166,9 @@ class _LessonRow:
     created_at: dt.datetime
     last_confirmed_at: dt.datetime | None
     valid_until: dt.datetime | None
+    actions: list[dict[str, Any]] | None = None
+    job_context: dict[str, Any] | None = None
+    author: str | None = None
     conditions: list[_Condition] = field(default_factory=list)
 
 
@@ -177,6 +190,8 @@ def judge(lesson: Any, now_snapshot: StoredSnapshot | None, base: StoredSnapshot
                 check_partition(cond, env, verdict)
             elif cond["kind"] == "partition_limit":
                 check_limit(cond, env, verdict)
+        if env.has_site_limits:
+            check_fix(lesson, env, verdict)
     if lesson.valid_until is not None and lesson.valid_until <= at:
         verdict.worsen("expired", f"valid until {lesson.valid_until:%Y-%m-%d}, which has passed")
     if unconfirmed_days:
@@ -208,6 +223,8 @@ def revalidate(store, snapshot: StoredSnapshot | None, *, dry_run: bool = False,
         can_change.append(func.coalesce(Lesson.last_confirmed_at, Lesson.created_at) < cutoff)
     if snapshot is not None:
         can_change.append(has_conditions)
+        if snapshot.snapshot.has_site_limits:  # a fix with sbatch options is checked against them
+            can_change.append(func.coalesce(cast(Lesson.actions, Text), "").like('%"sbatch"%'))
     wanted = and_(ours, or_(*can_change))
     history = SnapshotHistory(store, snapshot.cluster) if snapshot is not None else None
     with store.transaction() as session:
@@ -234,7 +251,8 @@ def revalidate(store, snapshot: StoredSnapshot | None, *, dry_run: bool = False,
 def _load(session, wanted, *, with_conditions: bool) -> list[_LessonRow]:
     """The lessons ``wanted`` selects, oldest first, with their conditions: two plain queries."""
     columns = (Lesson.id, Lesson.fingerprint, Lesson.status, Lesson.status_reason, Lesson.previous_status,
-               Lesson.created_at, Lesson.last_confirmed_at, Lesson.valid_until)
+               Lesson.created_at, Lesson.last_confirmed_at, Lesson.valid_until, Lesson.actions, Lesson.job_context,
+               Lesson.author)
     lessons = {row[0]: _LessonRow(*row) for row in session.execute(
         select(*columns).where(wanted).order_by(Lesson.created_at, Lesson.id))}
     if with_conditions and lessons:

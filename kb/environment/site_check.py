@@ -658,3 +658,59 @@ def _bigger(site: _Site, partitions: list[str], what: str, need) -> list[str]:
 def _where(site: _Site, partitions: list[str], what: str, need: float) -> str:
     names = [option.split("=", 1)[1] for option in _bigger(site, partitions, what, need)]
     return f"; partitions with nodes that large: {_names(names)}" if names else "; no partition you may use has one"
+
+
+# --------------------------------------------------------------------------- a lesson's fix, today
+
+
+# What each sbatch option of a fix can run into: a limit of another kind is not the fix's business.
+_FIX_KINDS = {
+    "--mem": {"memory_per_node", "node_combination", "qos_max_tres", "assoc_max_tres"},
+    "--time": {"partition_max_time", "qos_max_wall", "assoc_max_wall"},
+    "--partition": {"partition_unknown", "partition_down", "account_partition", "memory_per_node", "cpus_per_node",
+                    "cpus_total", "gres_count", "gres_type", "node_combination", "partition_max_time", "nodes_count"},
+    "--qos": {"qos_unknown", "qos_partition", "qos_max_wall", "qos_max_tres"},
+    "--account": {"account_unknown", "account_partition", "assoc_max_wall", "assoc_max_tres"},
+    "--gres": {"gres_unknown", "gres_type", "gres_count", "node_combination"},
+    "--cpus-per-task": {"cpus_per_node", "cpus_total", "node_combination"},
+    "--nodes": {"nodes_count"}, "--constraint": {"feature_unknown"},
+}
+for _option, _same in (("--mem-per-cpu", "--mem"), ("--gpus", "--gres"), ("--gpus-per-node", "--gres"),
+                       ("--ntasks", "--cpus-per-task"), ("--mincpus", "--cpus-per-task")):
+    _FIX_KINDS[_option] = _FIX_KINDS[_same]
+# Limits that depend on who submits: judged only for a user the snapshot knows.
+_PER_USER = {"account_unknown", "account_partition", "qos_unknown", "qos_partition", "assoc_max_wall",
+             "assoc_max_tres"}
+_REQUEST_KEYS = ("partition", "account", "qos", "mem_mb", "mem_per_cpu_mb", "cpus", "gpus", "gres", "nodes",
+                 "time_limit_s", "constraint", "cpus_per_task", "ntasks", "ntasks_per_node", "mincpus", "exclusive")
+
+
+def fix_refusals(job_context: dict[str, Any] | None, actions: list[dict[str, Any]], snapshot: EnvSnapshot,
+                 user: str | None) -> list[Problem]:
+    """The limits the job of a lesson, resubmitted with its fix's sbatch options, would break on
+    the site of ``snapshot`` - only those the fix's options bear on (a lesson raising --time
+    to 12 h on a partition whose MaxTime is now 8 h). Empty when the fix has no sbatch option."""
+    from hpcmem.kb.jobs.request import from_options  # the one request parser (jobs is below us)
+
+    pairs = [(str(a["option"]), str(a.get("to") or "")) for a in actions or []
+             if a.get("type") == "sbatch" and str(a.get("option") or "") in _FIX_KINDS]
+    if not pairs:
+        return []
+    request = {k: v for k, v in (job_context or {}).items() if k in _REQUEST_KEYS}
+    try:
+        fixed = from_options(pairs)
+    except Exception:  # noqa: BLE001 - a fix value we cannot read is not a reason to expire
+        return []
+    if "mem_mb" in fixed:
+        request.pop("mem_per_cpu_mb", None)
+    if "mem_per_cpu_mb" in fixed:
+        request.pop("mem_mb", None)
+    request.update(fixed)
+    if "cpus_per_task" in fixed or "ntasks" in fixed:
+        request["cpus"] = int(request.get("cpus_per_task") or 1) * int(request.get("ntasks") or 1)
+    known_user = bool(user) and any(a.user == user for a in snapshot.associations)
+    kinds = set().union(*(_FIX_KINDS[option] for option, _ in pairs))
+    if not known_user:
+        kinds -= _PER_USER
+    result = check_request(request, snapshot, user or "")
+    return [p for p in result.problems if p.kind in kinds]
