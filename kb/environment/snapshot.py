@@ -145,11 +145,7 @@ class PartitionInfo:
     source: str = "scontrol"  # 'scontrol' or 'sinfo'
 
     def to_dict(self) -> dict:
-        data = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            data[f.name] = list(value) if isinstance(value, tuple) else value
-        return data
+        return record_to_dict(self)
 
     @classmethod
     def from_dict(cls, data: Mapping) -> PartitionInfo:
