@@ -356,6 +356,11 @@ def _check(request: dict[str, Any], snapshot: EnvSnapshot, user: str) -> CheckRe
         others = [p for p in site.usable_partitions(request.get("account")) if p != name]
         result.problems.append(Problem("partition_down", f"partition {name} is {partition.state}: it takes no "
                                        "jobs now", partition.state, "UP", [f"--partition={p}" for p in others[:3]]))
+    if partition.allow_groups is not None:
+        # the user's Unix groups are not in the snapshot: say so rather than guess
+        result.undecided.append(Undecided(
+            "partition_groups", f"partition {name} takes only the groups {_names(partition.allow_groups) or '(none)'}",
+            f"id -Gn {user}"))
     _check_account_and_qos(request, site, partition, result)
     _check_time(request, site, partition, result)
     _check_tres_limits(request, site, partition, result)

@@ -186,3 +186,16 @@ def test_the_default_memory_of_a_partition_is_checked_when_no_mem_is_given():
     assert kinds(check("-p debug --exclusive", snapshot)) == ["memory_per_node"]  # both CPUs of the node
     assert check("-p debug -n 2", snapshot).fits  # Slurm counts one task per node here: 600M
     assert check("-p debug -c 2 --mem=1000M", snapshot).fits
+
+
+def test_a_partition_for_some_groups_only_is_undecided_with_the_command():
+    text = (HARNESS / "scontrol-show-partition-oneliner.txt").read_text()
+    grouped = text.replace("PartitionName=debug AllowGroups=ALL", "PartitionName=debug AllowGroups=hpc-staff")
+    assert grouped != text
+    base = site(HARNESS)
+    snapshot = EnvSnapshot({}, read_partitions(grouped), nodes=base.nodes, qos=base.qos,
+                           associations=base.associations, default_accounts=base.default_accounts)
+    result = check("-p debug", snapshot)
+    assert result.fits and [(u.kind, u.command) for u in result.undecided] == [("partition_groups", "id -Gn alice")]
+    assert "hpc-staff" in result.undecided[0].message
+    assert not check("-p main", snapshot).undecided
