@@ -86,11 +86,28 @@ def answer_pending(recaller: Any, job_id: str, query: Any) -> dict[str, Any] | N
                          "time_limit": info.get("TimeLimit"), "qos": info.get("QOS")}
     facts = {"req_time_s": context.get("time_limit_s"), "partition": context.get("partition"),
              "qos": context.get("qos"), "req_mem_mb": context.get("mem_mb"), "req_cpus": context.get("cpus")}
+    site = _site_advice(recaller, job_id, reason, context, info)
+    general = [] if site else pending_advice(job_id, reason, Facts(facts, _partitions(recaller)))
     advice = [{**item, "category": result["query"]["category"], "source": "rule", "trust_level": "rule"}
-              for item in pending_advice(job_id, reason, Facts(facts, _partitions(recaller)))]
-    result["advice"] = [{k: a[k] for k in ("cause", "fix", "actions", "category", "source", "trust_level")}
-                        for a in advice] + result["advice"]
+              for item in site + general]
+    keys = ("cause", "fix", "actions", "category", "source", "trust_level", "check", "snapshot")
+    result["advice"] = [{k: a[k] for k in keys if k in a} for a in advice] + result["advice"]
     return result
+
+
+def _site_advice(recaller: Any, job_id: str, reason: str, context: dict[str, Any],
+                 info: dict[str, str]) -> list[dict[str, Any]]:
+    """The limit the queued job breaks, from the site's limits in the newest snapshot."""
+    from hpcmem.kb.recall.submission_advice import pending_site_advice
+    from hpcmem.kb.store.reader import newest_environment
+
+    env = newest_environment(recaller.readers, recaller.config.get("cluster.name"))
+    user = (info.get("UserId") or "").split("(", 1)[0]
+    if not user:
+        import getpass
+
+        user = getpass.getuser()
+    return pending_site_advice(job_id, reason, context, env, user)
 
 
 def _partitions(recaller: Any) -> dict[str, Any]:

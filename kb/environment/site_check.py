@@ -71,6 +71,11 @@ KINDS_FOR_MESSAGE: dict[str, tuple[str, ...]] = {
     "AssocMaxCpuPerJobLimit": ("assoc_max_tres",), "AssocMaxGRESPerJob": ("assoc_max_tres",),
     "AssocMaxMemPerJob": ("assoc_max_tres",), "AssocMaxNodePerJobLimit": ("assoc_max_tres",),
     "Node count specification invalid": ("nodes_count",),
+    # squeue's reasons for a job that can never start as it is
+    "PartitionConfig": ("memory_per_node", "cpus_per_node", "gres_count", "gres_type", "node_combination",
+                        "feature_unknown"),
+    "PartitionNodeLimit": ("nodes_count",), "BadConstraints": ("feature_unknown", "node_combination"),
+    "InvalidQOS": ("qos_unknown", "qos_partition"), "InvalidAccount": ("account_unknown", "account_partition"),
 }
 
 

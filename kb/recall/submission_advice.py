@@ -103,3 +103,38 @@ def _snapshot(env: dict[str, Any] | None):
 def _source_text(about: dict[str, Any]) -> str:
     name = f"snapshot {about['id']}" if about.get("id") is not None else "the latest snapshot"
     return f"{name}, {age_text(about.get('age_s'))}"
+
+
+def pending_site_advice(job_id: str, reason: str, request: dict[str, Any], env: dict[str, Any] | None,
+                        user: str) -> list[dict[str, Any]]:
+    """For a job held with a Reason it can never start with (QOSMaxWallDurationPerJobLimit,
+    PartitionConfig, AssocMaxCpuPerJobLimit...): the limit it breaks on the site, by how much,
+    and what would let it start - lowered in place where Slurm lets a user do that (its time
+    limit), else cancelled and resubmitted with what the site accepts."""
+    if reason == "PartitionTimeLimit":
+        return []  # the general pending advice reads the partitions live for it already
+    kinds = kinds_for_message(reason)
+    snapshot, about = _snapshot(env)
+    if not kinds or snapshot is None or not snapshot.has_site_limits or not any(k in request for k in _REQUEST_KEYS):
+        return []
+    result = check_request(request, snapshot, user)
+    items = []
+    for p in (p for p in result.problems if p.kind in kinds):
+        cause = f"Job {job_id} is pending and will never start as it is: {p.message} ({_source_text(about)})."
+        actions = [a for a in (_action(option, p.asked) for option in p.accepted[:1]) if a]
+        if p.kind in ("qos_max_wall", "assoc_max_wall", "partition_max_time") and p.accepted[0].startswith("--time="):
+            limit = p.accepted[0].split("=", 1)[1]
+            fix = (f"Lower its limit in place: `scontrol update JobId={job_id} TimeLimit={limit}` (you may lower "
+                   f"your job's limit, not raise it)")
+            actions = [{"type": "command", "command": f"scontrol update JobId={job_id} TimeLimit={limit}"}]
+            others = [o for o in p.accepted[1:]] + list(result.fits_as_is)
+            if others:
+                fix += f"; or `scancel {job_id}` and resubmit with " + " or ".join(f"`{o}`" for o in others)
+            fix += "."
+        else:
+            options = list(p.accepted) + list(result.fits_as_is)
+            fix = (f"`scancel {job_id}` and resubmit with " + " or ".join(f"`{o}`" for o in options) + "."
+                   if options else f"`scancel {job_id}`: the site allows at most {p.allowed}.")
+        item = _item("pending", cause, fix, actions, p, about)
+        items.append(item)
+    return items

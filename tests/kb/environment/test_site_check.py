@@ -199,3 +199,24 @@ def test_a_partition_for_some_groups_only_is_undecided_with_the_command():
     assert result.fits and [(u.kind, u.command) for u in result.undecided] == [("partition_groups", "id -Gn alice")]
     assert "hpc-staff" in result.undecided[0].message
     assert not check("-p main", snapshot).undecided
+
+
+def test_a_job_that_will_never_start_gets_the_limit_and_what_lets_it_start(harness):
+    import json
+
+    from hpcmem.kb.recall.submission_advice import pending_site_advice
+
+    env = {**json.loads(harness.to_json()), "id": 3, "taken_at": "2026-12-05T04:00:00+00:00", "store": "cluster"}
+    [wall] = pending_site_advice("77", "QOSMaxWallDurationPerJobLimit",
+                                 {"partition": "main", "qos": "short", "time_limit_s": 300}, env, "alice")
+    assert wall["check"]["kind"] == "qos_max_wall" and "QOS short's MaxWall 00:01:00" in wall["cause"]
+    assert wall["cause"].startswith("Job 77 is pending and will never start as it is")
+    assert "`scontrol update JobId=77 TimeLimit=00:01:00`" in wall["fix"] and "`--qos=normal`" in wall["fix"]
+    assert wall["actions"] == [{"type": "command", "command": "scontrol update JobId=77 TimeLimit=00:01:00"}]
+    assert wall["snapshot"]["id"] == 3
+    [gpus] = pending_site_advice("78", "PartitionConfig", {"partition": "main", "gres": ["gpu:3"], "gpus": 3}, env,
+                                 "alice")
+    assert gpus["check"]["kind"] == "gres_count" and gpus["fix"].startswith("`scancel 78` and resubmit with `--gres=gpu:2`")
+    # a reason that waits, or no site limits: nothing from the site
+    assert pending_site_advice("79", "Priority", {"partition": "main"}, env, "alice") == []
+    assert pending_site_advice("80", "PartitionConfig", {"gpus": 3}, {"partitions": env["partitions"]}, "alice") == []
