@@ -41,7 +41,16 @@ from hpcmem.kb.environment.snapshot import EnvSnapshot, PartitionInfo
 from hpcmem.kb.slurm_units import format_time_limit
 
 __all__ = ["Problem", "Undecided", "CheckResult", "check_request", "KINDS_FOR_MESSAGE", "kinds_for_message",
-           "snapshot_from_stored", "age_text"]
+           "snapshot_from_stored", "age_text", "REQUEST_KEYS", "has_request", "fix_refusals"]
+
+# The job context fields (kb/jobs/context.FIELDS) that are the request: what the checks read.
+REQUEST_KEYS = ("partition", "account", "qos", "mem_mb", "mem_per_cpu_mb", "cpus", "gpus", "gres", "nodes",
+                "time_limit_s", "constraint", "cpus_per_task", "ntasks", "ntasks_per_node", "mincpus", "exclusive")
+
+
+def has_request(context: dict[str, Any] | None) -> bool:
+    """Whether a job context says anything the checks read (without it there is nothing to check)."""
+    return any(key in (context or {}) for key in REQUEST_KEYS)
 
 # Which problems explain which of Slurm's rejection messages (sbatch's stderr, squeue's Reason).
 KINDS_FOR_MESSAGE: dict[str, tuple[str, ...]] = {
@@ -691,8 +700,6 @@ for _option, _same in (("--mem-per-cpu", "--mem"), ("--gpus", "--gres"), ("--gpu
 # Limits that depend on who submits: judged only for a user the snapshot knows.
 _PER_USER = {"account_unknown", "account_partition", "qos_unknown", "qos_partition", "assoc_max_wall",
              "assoc_max_tres"}
-_REQUEST_KEYS = ("partition", "account", "qos", "mem_mb", "mem_per_cpu_mb", "cpus", "gpus", "gres", "nodes",
-                 "time_limit_s", "constraint", "cpus_per_task", "ntasks", "ntasks_per_node", "mincpus", "exclusive")
 
 
 def fix_refusals(job_context: dict[str, Any] | None, actions: list[dict[str, Any]], snapshot: EnvSnapshot,
@@ -706,7 +713,7 @@ def fix_refusals(job_context: dict[str, Any] | None, actions: list[dict[str, Any
              if a.get("type") == "sbatch" and str(a.get("option") or "") in _FIX_KINDS]
     if not pairs:
         return []
-    request = {k: v for k, v in (job_context or {}).items() if k in _REQUEST_KEYS}
+    request = {k: v for k, v in (job_context or {}).items() if k in REQUEST_KEYS}
     try:
         fixed = from_options(pairs)
     except Exception:  # noqa: BLE001 - a fix value we cannot read is not a reason to expire

@@ -17,12 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from hpcmem.kb.environment.site_check import check_request, kinds_for_message
+from hpcmem.kb.environment.site_check import check_request, has_request, kinds_for_message
 from hpcmem.kb.environment.snapshot import EnvSnapshot
-
-# The request fields the checks read (a context without any of them says nothing).
-REQUEST_KEYS = ("partition", "account", "qos", "mem_mb", "mem_per_cpu_mb", "cpus", "gpus", "gres", "nodes",
-                "time_limit_s", "constraint", "cpus_per_task", "ntasks", "ntasks_per_node", "mincpus", "exclusive")
 
 
 @dataclass
@@ -61,9 +57,6 @@ COVERS = {
 # A refused job never ran: what it would have run says nothing about why it was refused.
 NOT_ABOUT_A_REFUSAL = {"program", "job_name"}
 
-
-def has_request(context: dict[str, Any] | None) -> bool:
-    return any(key in (context or {}) for key in REQUEST_KEYS)
 
 
 def broken(context: dict[str, Any], snapshot: EnvSnapshot, user: str, kinds: tuple[str, ...]) -> frozenset[str]:

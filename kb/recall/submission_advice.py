@@ -13,14 +13,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from hpcmem.kb.environment.site_check import Problem, age_text, check_request, kinds_for_message, snapshot_from_stored
+from hpcmem.kb.environment.site_check import (Problem, age_text, check_request, has_request, kinds_for_message,
+                                              snapshot_from_stored)
 
 __all__ = ["submission_advice", "is_rejection"]
 
 DATA_CONFIDENCE = 0.6  # the site's own numbers: above general advice, below a confirmed lesson
-# The request fields the checks read; without one of them there is nothing to check.
-_REQUEST_KEYS = ("partition", "account", "qos", "mem_mb", "mem_per_cpu_mb", "cpus", "gpus", "gres", "nodes",
-                 "time_limit_s", "constraint", "cpus_per_task", "ntasks", "ntasks_per_node", "mincpus", "exclusive")
 
 
 def is_rejection(text: str) -> bool:
@@ -34,7 +32,7 @@ def submission_advice(text: str, request: dict[str, Any], env: dict[str, Any] | 
     kinds = kinds_for_message(text)
     if not kinds:
         return []
-    if not any(key in request for key in _REQUEST_KEYS):
+    if not has_request(request):
         return [_item(category, "Slurm refused the submission; without the job's request recall cannot say "
                       "which limit it broke.",
                       "Pass the job script (`hpcmem recall --script job.sh ...`) or its options (`--sbatch-args "
@@ -115,7 +113,7 @@ def pending_site_advice(job_id: str, reason: str, request: dict[str, Any], env: 
         return []  # the general pending advice reads the partitions live for it already
     kinds = kinds_for_message(reason)
     snapshot, about = _snapshot(env)
-    if not kinds or snapshot is None or not snapshot.has_site_limits or not any(k in request for k in _REQUEST_KEYS):
+    if not kinds or snapshot is None or not snapshot.has_site_limits or not has_request(request):
         return []
     result = check_request(request, snapshot, user)
     items = []
