@@ -164,11 +164,20 @@ def _earlier_runs(f: Facts) -> tuple[list[float], list[float]]:
 
 
 def _node_memory_cap(f: Facts, partition: str | None) -> tuple[float | None, list[str]]:
-    """The most memory one node of ``partition`` can give a job (MaxMemPerNode, or the memory
-    of a one-node partition), and the partitions that give more, largest first."""
+    """The most memory one node of ``partition`` can give a job (the largest node's RealMemory
+    less MemSpecLimit when the snapshot has the nodes, capped by MaxMemPerNode; else
+    MaxMemPerNode, or the memory of a one-node partition), and the partitions that give more,
+    largest first."""
+    nodes = [n for n in (f.env.get("nodes") or {}).values() if isinstance(n, dict)]
+
     def cap(p: dict[str, Any]) -> float | None:
-        if p.get("max_mem_per_node_mb"):
-            return float(p["max_mem_per_node_mb"])
+        limit = float(p["max_mem_per_node_mb"]) if p.get("max_mem_per_node_mb") else None
+        mine = [float(n["real_memory_mb"]) - float(n.get("mem_spec_limit_mb") or 0) for n in nodes
+                if p.get("name") in (n.get("partitions") or []) and n.get("real_memory_mb")]
+        if mine:
+            return min(max(mine), limit) if limit else max(mine)
+        if limit:
+            return limit
         tres = p.get("tres") or {}
         if str(tres.get("node")) == "1" and tres.get("mem"):
             try:

@@ -116,6 +116,18 @@ def test_host_oom_advice_stays_within_the_largest_node():
     assert moved["actions"][0] == {"type": "sbatch", "option": "--partition", "to": "bigmem", "from": "main"}
 
 
+def test_host_oom_advice_is_capped_by_the_nodes_of_the_partition_when_the_snapshot_has_them():
+    import json
+
+    from tests.kb.environment.test_site_check import LAB, site
+
+    env = json.loads(site(LAB).to_json())  # cpu: 515000M nodes; bigmem: 2060000M less 16000M kept
+    [item] = advice_for("host_oom", {"req_mem_mb": 400 * 1024.0, "max_rss_mb": 400 * 1024.0 - 1, "partition": "cpu"},
+                        env)
+    assert item["actions"][0] == {"type": "sbatch", "option": "--partition", "to": "bigmem", "from": "cpu"}, item
+    assert "bigmem" in item["fix"]
+
+
 def test_host_oom_advice_names_seff_only_where_it_is_installed(monkeypatch):
     import shutil
 
