@@ -546,10 +546,13 @@ class Recaller:
 
     def _site_facts(self, text: str, context: dict[str, Any], occurrence: dict[str, Any] | None):
         """The site's limits for judging lessons about a refused submission (None otherwise)."""
-        from hpcmem.kb.recall.site_match import SiteFacts, has_request
-        from hpcmem.kb.recall.submission_advice import is_rejection
+        from hpcmem.kb.environment.rejections import kinds_for_message
 
-        if not is_rejection(text) or not has_request(context):
+        if not kinds_for_message(text):  # most queries: decided without importing the checks
+            return None
+        from hpcmem.kb.recall.site_match import SiteFacts, has_request
+
+        if not has_request(context):
             return None
         import getpass
 
@@ -565,12 +568,14 @@ class Recaller:
     def _site_advice(self, sig: FailureSignature, text: str, context: dict[str, Any], facts: dict[str, Any],
                      env: dict[str, Any] | None) -> list[dict[str, Any]]:
         """A refused submission explained from the site's limits (kb/recall/submission_advice.py)."""
+        from hpcmem.kb.environment.rejections import kinds_for_message
+
+        if not kinds_for_message(text):
+            return []
         import getpass
 
-        from hpcmem.kb.recall.submission_advice import is_rejection, submission_advice
+        from hpcmem.kb.recall.submission_advice import submission_advice
 
-        if not is_rejection(text):
-            return []
         user = facts.get("user_name") or getpass.getuser()
         return submission_advice(text, context, env, user, sig.category)
 
