@@ -18,24 +18,15 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
+from bench_startup import timed  # noqa: E402 - one fresh process, timed; exit 0/1 only
 HPCMEM = str(Path(sys.executable).with_name("hpcmem"))
 SITE = ROOT / "data" / "samples" / "env" / "cluster-2026-12"
 SCRIPT = ROOT / "data" / "samples" / "jobs" / "train-gpu.sh"
-
-
-def timed(argv: list[str], env: dict[str, str]) -> float:
-    start = time.perf_counter()
-    done = subprocess.run(argv, capture_output=True, text=True, env=env)
-    elapsed = time.perf_counter() - start
-    if done.returncode not in (0, 1):
-        raise SystemExit(f"{argv[1:3]} failed ({done.returncode}): {done.stderr.strip()[-300:]}")
-    return elapsed
 
 
 def main() -> None:

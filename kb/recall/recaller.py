@@ -271,7 +271,9 @@ class Recaller:
         # Scrubbed as a stored job context is (lessons.write.stored_context): a command line
         # or a working directory the caller gave can carry a token.
         probe.context = scrub_value(query_context(query, text))[0]
-        probe.site = self._site_facts(text, probe.context, occurrence)
+        # the newest snapshot, read once: the site's limits judge lessons and shape the advice
+        env = self._environment(occurrence)
+        probe.site = self._site_facts(text, probe.context, occurrence, env)
         candidates, stages = self.candidates(probe, query)
         ranked = unresolved_ties(context_chooses(self._rank(candidates, query)))
         shown = [c for c in ranked if c.evidence.band is not None][: query.limit]
@@ -284,7 +286,7 @@ class Recaller:
                       "cluster": query.cluster, "context": probe.context},
             "matches": matches,
             "context_decided": context_decided(ranked, shown),
-            "advice": _defer_to_matches(self._advice(sig, text, occurrence, probe.context), matches),
+            "advice": _defer_to_matches(self._advice(sig, text, occurrence, probe.context, env), matches),
             "abstained": not any(m["band"] == "match" for m in matches),
             "seen_before": self._seen_before(sig),
             "stages": stages,
@@ -524,7 +526,7 @@ class Recaller:
             self.warnings.append(f"store '{reader.name}' is read-only; its newest lessons are matched exactly only")
 
     def _advice(self, sig: FailureSignature, text: str, occurrence: dict[str, Any] | None,
-                context: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+                context: dict[str, Any] | None, env: dict[str, Any] | None) -> list[dict[str, Any]]:
         """Built-in advice for the failure's category: general knowledge, not a stored lesson.
         It starts from the job's own request and usage: the stored job's, or what the caller
         gave (--script, --sbatch-args, MCP's context), which comes first."""
@@ -533,10 +535,7 @@ class Recaller:
         given = {column: context[key] for key, column in _ADVICE_FIELDS.items() if key in (context or {})}
         facts = {**(occurrence or {}), **given, "template": sig.template, "message": text}
         facts["history"] = self._job_history(facts)
-        from hpcmem.kb.store.reader import newest_environment
-
-        env = newest_environment(self.readers, facts.get("cluster") or self.config.get("cluster.name"))
-        items = self._site_advice(sig, text, context or {}, facts, env)
+        items = self._site_advice(sig, text, context or {}, occurrence, env)
         if not any("check" in item for item in items):  # the site's numbers said nothing: general advice
             items += advice_for(sig.category, facts, env)
         return [{"cause": item["cause"], "fix": item["fix"], "actions": item.get("actions", []),
@@ -544,7 +543,21 @@ class Recaller:
                  **{key: item[key] for key in ("check", "snapshot") if key in item}}
                 for item in items]
 
-    def _site_facts(self, text: str, context: dict[str, Any], occurrence: dict[str, Any] | None):
+    def _environment(self, occurrence: dict[str, Any] | None) -> dict[str, Any] | None:
+        """The newest environment snapshot of the job's cluster across the stack, or None."""
+        from hpcmem.kb.store.reader import newest_environment
+
+        return newest_environment(self.readers, (occurrence or {}).get("cluster") or self.config.get("cluster.name"))
+
+    @staticmethod
+    def _user(occurrence: dict[str, Any] | None) -> str:
+        """Whose associations judge a refused submission: the stored job's user, else the caller."""
+        import getpass
+
+        return (occurrence or {}).get("user_name") or getpass.getuser()
+
+    def _site_facts(self, text: str, context: dict[str, Any], occurrence: dict[str, Any] | None,
+                    env: dict[str, Any] | None):
         """The site's limits for judging lessons about a refused submission (None otherwise)."""
         from hpcmem.kb.environment.rejections import kinds_for_message
 
@@ -552,32 +565,22 @@ class Recaller:
             return None
         from hpcmem.kb.recall.site_match import SiteFacts, has_request
 
-        if not has_request(context):
+        if not has_request(context) or env is None:
             return None
-        import getpass
-
         from hpcmem.kb.environment.site_check import snapshot_from_stored
-        from hpcmem.kb.store.reader import newest_environment
 
-        env = newest_environment(self.readers, (occurrence or {}).get("cluster") or self.config.get("cluster.name"))
-        if env is None:
-            return None
-        user = (occurrence or {}).get("user_name") or getpass.getuser()
-        return SiteFacts.of(text, context, snapshot_from_stored(env)[0], user)
+        return SiteFacts.of(text, context, snapshot_from_stored(env)[0], self._user(occurrence))
 
-    def _site_advice(self, sig: FailureSignature, text: str, context: dict[str, Any], facts: dict[str, Any],
-                     env: dict[str, Any] | None) -> list[dict[str, Any]]:
+    def _site_advice(self, sig: FailureSignature, text: str, context: dict[str, Any],
+                     occurrence: dict[str, Any] | None, env: dict[str, Any] | None) -> list[dict[str, Any]]:
         """A refused submission explained from the site's limits (kb/recall/submission_advice.py)."""
         from hpcmem.kb.environment.rejections import kinds_for_message
 
         if not kinds_for_message(text):
             return []
-        import getpass
-
         from hpcmem.kb.recall.submission_advice import submission_advice
 
-        user = facts.get("user_name") or getpass.getuser()
-        return submission_advice(text, context, env, user, sig.category)
+        return submission_advice(text, context, env, self._user(occurrence), sig.category)
 
     def _job_history(self, facts: dict[str, Any]) -> list[dict[str, Any]]:
         """The same job's earlier runs (name and directory) in the user's store, this one apart."""

@@ -9,7 +9,6 @@ PATH printing real captures) play the live tools.
 from __future__ import annotations
 
 import shutil
-import stat
 from pathlib import Path
 
 import pytest
@@ -30,6 +29,7 @@ from hpcmem.kb.environment.site import Association, NodeInfo, QosInfo, gres_unit
 from hpcmem.kb.errors import InputError
 from hpcmem.kb.slurm_units import parse_size_mb
 from tests.conftest import SAMPLES
+from tests.ingest.test_partitions import bin_dir, make_script  # noqa: F401 - bin_dir is a fixture
 
 CAT = shutil.which("cat")  # resolved before the tests empty PATH
 ENV = SAMPLES / "env"
@@ -356,21 +356,6 @@ def test_every_sample_job_script_fits_the_site_for_the_sample_user():
 
 # ---------------------------------------------------------------------------
 # Live: scontrol and sacctmgr stand-ins print real captures
-
-
-def make_script(directory: Path, name: str, body: str) -> Path:
-    path = directory / name
-    path.write_text("#!/bin/sh\n" + body)
-    path.chmod(path.stat().st_mode | stat.S_IXUSR)
-    return path
-
-
-@pytest.fixture
-def bin_dir(monkeypatch, tmp_path) -> Path:
-    directory = tmp_path / "bin"
-    directory.mkdir()
-    monkeypatch.setenv("PATH", str(directory))
-    return directory
 
 
 def test_live_readers_run_the_commands_with_their_arguments(bin_dir, tmp_path):
