@@ -9,7 +9,11 @@ mentions what differs:
 - a lesson whose fix is ``module load cuda/11.8`` depends on the CUDA major version of
   ``libcudart.so.11.0``, so a ``libcudart.so.12`` failure *conflicts* with it;
 - a lesson whose fix is "run ``module spider NAME`` and load a version that exists" does
-  not mention the module it was recorded for, so another unknown module does not conflict.
+  not mention the module it was recorded for, so another unknown module does not conflict;
+- a lesson recorded for ``unknown module cuda/12.1`` whose fix loads ``cuda/12.4`` *replaces*
+  the version that failed: another failing version (``cuda/10.2``) is served by the same fix,
+  and so is another module the fix offers a version of (``gcc/13.1.0`` for ``gcc/11.2.0``);
+  the version the fix loads failing too is a conflict (the context corpus's calibration part).
 
 Some differences name another failure outright, whatever the fix says. Decided per kind of
 token (issue 26, item 3; tests: tests/kb/recall/test_fixtokens.py):
@@ -393,6 +397,12 @@ def compare(query: tuple[FixToken, ...], lesson: tuple[FixToken, ...], fix: str)
             # A minor difference matters only when the fix names the exact version
             # (GLIBCXX_3.4.29 -> gcc 11); a major one also when it names the major (cuda/11.8).
             matters = _mentions_exact(lt, fix) if kind == "minor_version" else _mentions_version(lt, fix)
+            if lt.kind == "module" and _replaces(lt, fix):
+                # the fix moves off the lesson's version: it serves any other failing version,
+                # unless the query failed on the very version the fix loads
+                matters = any(_loads(t, fix) and not any(_compatible(t.version, o.version) for o in lesson
+                                                         if o.kind == "module" and o.name == t.name)
+                              for t in same_name)
             differences.append(Difference(qt.text, lt.text, kind, matters, _gap(qt.version, lt.version)))
         elif lt.kind == "errno" and lt.kind not in apart:
             continue  # the messages share an errno; one names more: no evidence either way
@@ -403,11 +413,32 @@ def compare(query: tuple[FixToken, ...], lesson: tuple[FixToken, ...], fix: str)
             # and whatever the fix says when the kind names another failure.
             matters = (lt.kind in ALWAYS_MATTERS or lt.kind in apart or _mentions_name(lt, fix)
                        or _mentions_version(lt, fix))
+            if lt.kind == "module" and _replaces(lt, fix) and _replaces(qt, fix):
+                # a fix that offers another version of both modules ("load one that exists: cuda/12.4
+                # or gcc/13.1.0") is as much the query's module's fix as the lesson's
+                matters = False
             differences.append(Difference(qt.text, lt.text, "name", matters))
     if phrase is not None:
         differences += _phrase_difference(query, phrase, differences)
     differences += _fix_about_another_module(query, lesson, fix)
     return Comparison(agree, tuple(differences))
+
+
+def _fix_modules(fix: str) -> tuple[FixToken, ...]:
+    return tuple(t for t in fix_tokens(fix) if t.kind == "module")
+
+
+def _loads(token: FixToken, fix: str) -> bool:
+    """The fix loads this module at a version compatible with the token's."""
+    return any(t.name == token.name and _compatible(t.version, token.version) for t in _fix_modules(fix))
+
+
+def _replaces(token: FixToken, fix: str) -> bool:
+    """The fix loads the token's module at another version, never at the token's own: the token
+    is what failed (``unknown module cuda/12.1`` -> ``module load cuda/12.4``), not what the
+    fix provides (``requires cuda/11.8`` -> ``module load cuda/11.8``)."""
+    return (any(t.name == token.name for t in _fix_modules(fix)) and not _loads(token, fix)
+            and token.text.lower() not in fix)
 
 
 def _fix_about_another_module(query: tuple[FixToken, ...], lesson: tuple[FixToken, ...], fix: str) -> list[Difference]:

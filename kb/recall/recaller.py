@@ -31,7 +31,8 @@ from typing import Any, Callable
 
 from hpcmem.kb.errors import InputError, NotFound
 from hpcmem.kb.store.reader import StoreReader
-from hpcmem.kb.recall.scoring import Evidence, Probe, Variant, describe, judge, load_model, with_match_probability
+from hpcmem.kb.recall.scoring import (Evidence, Probe, Variant, describe, judge, load_model, with_match_probability,
+                                      with_earlier_failures, without_rejection_wording)
 from hpcmem.kb.signatures.rules_digest import warn_if_stale
 from hpcmem.kb.safety.normalise import scrub_value
 from hpcmem.kb.signatures.fingerprint import (CONTENTLESS, FailureSignature, fingerprint, has_content, signature_text,
@@ -84,6 +85,10 @@ class Candidate:
     def describe(self, probe: Probe, model, *, with_vectors: bool) -> Evidence:
         self.evidence = describe(probe, self.variants, self.lesson["fix"], self.lesson.get("actions") or [],
                                  model, with_vectors=with_vectors, cause_vector=self.cause_vector)
+        if probe.context and self.lesson.get("job_context"):
+            # both are a job's output, not a pasted excerpt: what one began with and the other
+            # lacks is evidence
+            self.evidence = with_earlier_failures(self.evidence, probe.excerpt)
         if probe.context:
             from hpcmem.kb.recall.context_match import compare
 
@@ -94,20 +99,25 @@ class Candidate:
                 category=category if category != "unknown" else probe.signature.category,
                 weights=model.context_weights,
                 mentioned=" ".join((probe.signature.template, self.lesson.get("template") or "", self.lesson["fix"])))
-            if probe.site is not None:
-                _judge_by_site(self.evidence.context, probe.site, self.lesson, model.context_weights)
+            if probe.site is not None and _judge_by_site(self.evidence.context, probe.site, self.lesson,
+                                                         model.context_weights):
+                # Slurm words one broken limit in several messages ("CPU count per node can not
+                # be satisfied", "More processors requested than permitted"): with the limit
+                # known to be the same, their wording is no longer a difference
+                self.evidence = without_rejection_wording(self.evidence)
         return self.evidence
 
 
-def _judge_by_site(verdict, site, lesson: dict[str, Any], weights: dict[str, float] | None) -> None:  # noqa: ANN001
+def _judge_by_site(verdict, site, lesson: dict[str, Any], weights: dict[str, float] | None) -> bool:  # noqa: ANN001
     """The limit each job broke, from the site's limits (recall/site_match.py): the same one
-    is agreement on what the fix is about; another one makes the lesson inapplicable."""
+    is agreement on what the fix is about; another one makes the lesson inapplicable.
+    True when both jobs broke the same limit."""
     from hpcmem.kb.recall.context_match import DEFAULT_WEIGHTS
     from hpcmem.kb.recall.site_match import judge
 
     found = judge(site, lesson)
     if found is None:
-        return
+        return False
     w = {**DEFAULT_WEIGHTS, **(weights or {})}
     if found.agrees:
         # The same cause: values differing on what that limit is about (another amount, GPU
@@ -122,12 +132,13 @@ def _judge_by_site(verdict, site, lesson: dict[str, Any], weights: dict[str, flo
         verdict.contradicts = bool(verdict.contradicting)
         verdict.agree.append(f"broken limit ({found.query})")
         verdict.shift += w["agree_fix"]
-    else:
-        verdict.inapplicable.append(found.reason)
-        verdict.differs.append({"field": "broken limit", "query": found.query, "lesson": found.lesson,
-                                "kind": "context", "matters": True})
-        verdict.shift -= w["differs_fix"]
-        verdict.contradicts = True
+        return True
+    verdict.inapplicable.append(found.reason)
+    verdict.differs.append({"field": "broken limit", "query": found.query, "lesson": found.lesson,
+                            "kind": "context", "matters": True})
+    verdict.shift -= w["differs_fix"]
+    verdict.contradicts = True
+    return False
 
 
 def context_boost(conditions: list[dict[str, Any]], query: RecallQuery) -> tuple[float, list[str]]:

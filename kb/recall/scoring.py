@@ -75,8 +75,8 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
-from hpcmem.kb.recall.fixtokens import Comparison, FixToken, compare, fix_text, fix_tokens
-from hpcmem.kb.signatures.fingerprint import FailureSignature, excerpt_template, words
+from hpcmem.kb.recall.fixtokens import Comparison, Difference, FixToken, compare, fix_text, fix_tokens
+from hpcmem.kb.signatures.fingerprint import FailureSignature, excerpt_template, failure_chain, words
 
 MODEL_PATH = os.path.join(os.path.dirname(__file__), "recall_model.json")
 FULL_FEATURES = ("exact", "same_category", "query_unknown", "lex_lesson", "lex_query", "lex_decisive",
@@ -248,12 +248,7 @@ def features(probe: Probe, variant: Variant, fix: str, actions: list[dict[str, A
         "lex_decisive": _overlap(variant.decisive_words, probe.decisive_words, model),
         "lex_cross_lesson": _overlap(variant.decisive_words, probe.excerpt_words, model),
         "lex_cross_query": _overlap(probe.decisive_words, variant.excerpt_words, model),
-        "fix_agree": float(min(comparison.agree, 2)),
-        "conflict_matters": float(min(comparison.conflicts_that_matter, 2)),
-        "conflict_other": float(min(comparison.conflicts_that_do_not, 2)),
-        "conflict_version": float(min(comparison.version_conflicts, 2)),
-        "conflict_name": float(min(comparison.name_conflicts, 2)),
-        "version_gap": min(comparison.version_gap, 3.0),
+        **conflict_features(comparison),
     }
     # query words the lesson's fix (and actions) names, beyond the decisive line both share:
     # the fix's own vocabulary (OPENBLAS_CORETYPE, --gres, -Xmx) showing up in the query
@@ -266,6 +261,44 @@ def features(probe: Probe, variant: Variant, fix: str, actions: list[dict[str, A
         # what the lesson says the failure is, against what the query shows
         x["emb_cause"] = _cosine(probe.vectors["excerpt"], cause_vector) if cause_vector is not None else 0.0
     return x, comparison
+
+
+def conflict_features(comparison: Comparison) -> dict[str, float]:
+    return {
+        "fix_agree": float(min(comparison.agree, 2)),
+        "conflict_matters": float(min(comparison.conflicts_that_matter, 2)),
+        "conflict_other": float(min(comparison.conflicts_that_do_not, 2)),
+        "conflict_version": float(min(comparison.version_conflicts, 2)),
+        "conflict_name": float(min(comparison.name_conflicts, 2)),
+        "version_gap": min(comparison.version_gap, 3.0),
+    }
+
+
+def without_rejection_wording(e: "Evidence") -> "Evidence":
+    """``e`` without differences between two of Slurm's rejection messages (``kb/environment/
+    rejections.py``): for when the site's limits said both jobs broke the same limit."""
+    from hpcmem.kb.environment.rejections import kinds_for_message
+
+    kept = tuple(d for d in e.comparison.differences if not (kinds_for_message(d.query) and kinds_for_message(d.lesson)))
+    if len(kept) == len(e.comparison.differences):
+        return e
+    comparison = replace(e.comparison, differences=kept)
+    return replace(e, comparison=comparison, features={**e.features, **conflict_features(comparison)})
+
+
+def with_earlier_failures(e: "Evidence", query_excerpt: str) -> "Evidence":
+    """``e`` with a difference that matters when one output began with a failure the other does
+    not report at all (a ``module(s) are unknown`` above the missing library both end on): an
+    earlier failure is usually the cause of the later one, so they failed for different reasons.
+    For whole job outputs only (the caller's to know): a pasted excerpt may be cut anywhere."""
+    (q_all, q_earlier), (l_all, l_earlier) = failure_chain(query_excerpt), failure_chain(e.variant.excerpt
+                                                                                           or e.variant.template)
+    query_only, lesson_only = q_earlier - l_all, l_earlier - q_all
+    if not query_only and not lesson_only:
+        return e
+    shown = [", ".join(sorted(x)) or "nothing before it" for x in (query_only, lesson_only)]
+    comparison = replace(e.comparison, differences=e.comparison.differences + (Difference(*shown, "name", True),))
+    return replace(e, comparison=comparison, features={**e.features, **conflict_features(comparison)})
 
 
 def _shared_information(query: frozenset[str], lesson: frozenset[str], model: RecallModel) -> float:

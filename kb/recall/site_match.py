@@ -8,6 +8,11 @@ submission checks of ``kb/environment/site_check.py`` name the limit the query's
 the limit the lesson's job broke. A lesson whose job broke another limit is about another
 cause: it is at most related, with both named. Lessons whose jobs broke the same limit agree.
 
+Slurm words one limit in several messages (``CPU count per node can not be satisfied`` and
+``More processors requested than permitted`` for too many CPUs on a node): when both jobs broke
+the same limit, a difference between two rejection messages is not counted (the recaller drops
+it with ``scoring.without_rejection_wording``).
+
 Nothing is decided when the text is no rejection, the snapshot has no site limits, or either
 job's request is unknown.
 """

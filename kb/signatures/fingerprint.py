@@ -861,6 +861,28 @@ def categorize(text: str, rules: tuple[Rule, ...] | None = None) -> str:
     return rule.category if rule is not None else UNKNOWN
 
 
+def _specific_categories(text: str, rules: tuple[Rule, ...]) -> frozenset[str]:
+    folded = text.lower()
+    return frozenset(r.category for r in rules if not r.generic and _find(r, text, folded) is not None)
+
+
+@lru_cache(maxsize=4096)
+def failure_chain(excerpt: str, rules: tuple[Rule, ...] | None = None) -> tuple[frozenset[str], frozenset[str]]:
+    """(every failure class an excerpt reports, the ones reported on lines above its decisive
+    line and not by it): the ``module: command not found`` or ``module(s) are unknown`` above a
+    missing library. An earlier failure is usually the cause of the later one, so two outputs
+    that end on one line but began with different failures failed for different reasons."""
+    rules = load_rules(site_rules_path()) if rules is None else rules
+    cleaned = _clean(excerpt)
+    _rule, _match, decisive = _decide(cleaned, rules)
+    lines = cleaned.split("\n")
+    per_line = [_specific_categories(line, rules) if line.strip() else frozenset() for line in lines]
+    every = frozenset().union(*per_line)
+    at = lines.index(decisive) if decisive in lines else len(lines)
+    earlier = frozenset().union(*per_line[:at]) - (per_line[at] if at < len(lines) else frozenset())
+    return every, earlier
+
+
 EXCERPT_LINES = 40
 EXCERPT_LINE_CHARS = 300
 

@@ -75,3 +75,28 @@ def test_a_job_that_breaks_no_limit_the_site_shows_is_not_matched_by_either(two_
     assert all(m["band"] != "match" for m in fits["matches"])
     assert any(d["field"] == "broken limit" and d["query"] == "no limit the snapshot shows"
                for m in fits["matches"] for d in m["differs"])
+
+
+def test_two_of_slurms_wordings_for_one_broken_limit_are_one_cause(hpcmem_home):
+    # sbatch words too many CPUs per node as "More processors requested than permitted" (the
+    # context corpus's real harness output, -c 3) or as "CPU count per node can not be satisfied
+    # ... Requested node configuration is not available" (--mincpus=4): the site's limits say
+    # both jobs broke the node's 2 CPUs, so the wording no longer keeps the lesson apart.
+    corpus = SAMPLES.parent / "corpus" / "context-validation" / "instances.jsonl"
+    more = next(i for i in map(json.loads, corpus.read_text().splitlines()) if i["id"] == "ctxv-0016")["text"]
+    mincpus = json.loads((REJECTIONS / "1-node-config-mincpus.json").read_text())["stderr"]
+    done = run_hpcmem("record", "--error", more, "--sbatch-args", "-c 3", "--cause", "more CPUs per node than a node has",
+                      "--fix", "ask at most the node's 2 CPUs (-c 2)", "--json", env=ALICE)
+    assert done.returncode == 0, done.stderr
+
+    def ask() -> list[dict]:
+        result = run_hpcmem("recall", mincpus, "--sbatch-args", "--mincpus=4", "--json", env=ALICE)
+        assert result.returncode in (0, 1), result.stderr
+        return json.loads(result.stdout)["matches"]
+
+    # no site known: two messages of one emitter, two failures (too far apart to be shown)
+    assert all(m["band"] != "match" for m in ask())
+    snapshot()
+    after = ask()[0]
+    assert after["band"] == "match" and "broken limit (cpus per node)" in after["context_agrees"]
+    assert not any(d["kind"] == "name" and d["matters"] for d in after["differs"])

@@ -280,3 +280,29 @@ def test_a_fix_loading_another_module_conflicts_with_the_module_asked_about():
     assert not same.differences
     # a fix that names no module says nothing either way
     assert not compare(query, lesson, fix_text("run `module spider NAME` and load a version that exists")).differences
+
+
+def test_a_fix_that_moves_off_the_lessons_module_version_serves_other_failing_versions():
+    # The context corpus's real Lmod output (calibration part) and its class's fix: recorded for
+    # cuda/12.1, the fix loads cuda/12.4 or gcc/13.1.0 - what failed is what the fix replaces.
+    corpus = REPO / "data" / "corpus" / "context"
+    texts = {i["id"]: i["text"] for i in map(json.loads, (corpus / "instances.jsonl").read_text().splitlines())}
+    cls = next(c for c in map(json.loads, (corpus / "classes.jsonl").read_text().splitlines())
+               if c["class"] == "lmod.module_version_unknown")
+    fix = fix_text(cls["fix"], [{"type": "module", "op": "load", "name": "cuda/12.4"}])
+    lesson = tokens(texts["ctx-0046"])  # "cuda/12.1"
+    for other in ("ctx-0047", "ctx-0048"):  # "cuda/10.2"; "gcc/11.2.0", whose versions the fix names too
+        differences = compare(tokens(texts[other]), lesson, fix).differences
+        assert differences and not any(d.matters for d in differences)
+    # the very version the fix loads failed too: the fix cannot help (one token changed: 12.1 -> 12.4)
+    loaded = compare(tokens(texts["ctx-0046"].replace("cuda/12.1", "cuda/12.4")), lesson, fix)
+    assert [d.matters for d in loaded.differences] == [True]
+    # a module the fix offers nothing for
+    blas = compare(fix_tokens('The following module(s) are unknown: "hpcblas/2.1"'), lesson, fix)
+    assert [d.matters for d in blas.differences] == [True]
+    # written here, not collected: a fix that provides the lesson's own version is about that version
+    needs = compare(fix_tokens("requires cuda/11.8 (found cuda/12.4)"), fix_tokens("requires cuda/11.8 (found cuda/12.1)"),
+                    fix_text("module load cuda/11.8"))
+    assert not any(d.matters for d in needs.differences)
+    other_needs = compare(fix_tokens("requires cuda/12.2"), fix_tokens("requires cuda/11.8"), fix_text("module load cuda/11.8"))
+    assert [d.matters for d in other_needs.differences] == [True]

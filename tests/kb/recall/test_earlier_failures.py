@@ -1,0 +1,92 @@
+"""What a job's output began with: two outputs that end on the same missing library, one after
+``module(s) are unknown`` and one after ``module: command not found``, failed for different
+reasons (issue 26). Texts are the real outputs of the context corpus's validation collection
+(data/corpus/context-validation/, made on the project's Slurm harness), each with its context."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hpcmem.kb.config import load_config
+from hpcmem.kb.jobs.context import clean_context
+from hpcmem.kb.lessons.from_error import record
+from hpcmem.kb.recall.recaller import Recaller, RecallQuery
+from hpcmem.kb.signatures.fingerprint import excerpt_template, failure_chain, fingerprint
+from hpcmem.kb.store.stack import StoreStack
+
+CORPUS = Path(__file__).resolve().parents[3] / "data" / "corpus" / "context-validation"
+INSTANCES = {i["id"]: i for i in map(json.loads, (CORPUS / "instances.jsonl").read_text().splitlines())}
+CLASSES = {c["class"]: c for c in map(json.loads, (CORPUS / "classes.jsonl").read_text().splitlines())}
+
+UNKNOWN_THEN_LIBRARY = "ctxv-0056"  # Lmod: "hpcblas/2.1" unknown, then libhpcblas.so.1 not found
+NO_MODULE_COMMAND_THEN_LIBRARY = "ctxv-0057"  # module: command not found, then the library
+LIBRARY_ONLY = "ctxv-0060"  # the library, no module loaded
+PYTHON_DLOPEN = "ctxv-0062"  # ctypes.CDLL of the library, in a traceback
+
+
+def chain(instance: str):
+    return failure_chain(excerpt_template(INSTANCES[instance]["text"]))
+
+
+def test_the_four_outputs_end_on_one_failure():
+    assert len({fingerprint(INSTANCES[i]["text"]).fingerprint for i in
+                (UNKNOWN_THEN_LIBRARY, NO_MODULE_COMMAND_THEN_LIBRARY, LIBRARY_ONLY, PYTHON_DLOPEN)}) == 1
+
+
+def test_what_an_output_began_with():
+    assert chain(UNKNOWN_THEN_LIBRARY)[1] == {"unknown_module"}
+    assert chain(NO_MODULE_COMMAND_THEN_LIBRARY)[1] == {"command_not_found", "lmod_not_available"}
+    assert chain(LIBRARY_ONLY)[1] == frozenset()
+    # the traceback around the failing call is how Python reports it, not an earlier failure
+    assert chain(PYTHON_DLOPEN)[1] == frozenset()
+
+
+@pytest.fixture()
+def stack(tmp_path):
+    config = load_config(environ={"HPCMEM_HOME": str(tmp_path), "HPCMEM_DISABLE_LOCAL_CONFIG": "1"})
+    stack = StoreStack.from_config(config)
+    yield stack, config
+    stack.dispose()
+
+
+def learn(stack_, instance: str) -> str:
+    item = INSTANCES[instance]
+    cls = CLASSES[item["class"]]
+    return record(stack_, cause=cls["cause"], fix=cls["fix"], author="alice", source="human", error_text=item["text"],
+                  job_context=clean_context(item["context"]))["lesson_id"]
+
+
+def ask(stack, instance: str, *, with_context: bool) -> dict:
+    stack_, config = stack
+    item = INSTANCES[instance]
+    r = Recaller(stack_, config, allow_model=False)
+    try:
+        return r.recall(RecallQuery(text=item["text"], context=clean_context(item["context"]) if with_context else {}))
+    finally:
+        r.close()
+
+
+def test_a_job_that_began_otherwise_is_not_given_the_lesson(stack):
+    not_loaded = learn(stack[0], LIBRARY_ONLY)
+    no_command = learn(stack[0], NO_MODULE_COMMAND_THEN_LIBRARY)
+
+    result = ask(stack, PYTHON_DLOPEN, with_context=True)
+    first = result["matches"][0]
+    assert first["lesson_id"] == not_loaded and first["band"] == "match"
+    other = next(m for m in result["matches"] if m["lesson_id"] == no_command)
+    assert other["band"] == "related"
+    assert {"query": "nothing before it", "lesson": "command_not_found, lmod_not_available", "kind": "name",
+            "matters": True} in other["differs"]
+
+    unknown = ask(stack, UNKNOWN_THEN_LIBRARY, with_context=True)
+    assert all(m["band"] != "match" for m in unknown["matches"])
+    assert any(d["query"] == "unknown_module" and d["matters"] for m in unknown["matches"] for d in m["differs"])
+
+
+def test_a_pasted_excerpt_is_not_judged_on_lines_it_may_have_left_out(stack):
+    learn(stack[0], NO_MODULE_COMMAND_THEN_LIBRARY)
+    pasted = ask(stack, PYTHON_DLOPEN, with_context=False)
+    assert not any("nothing before it" in str(m["differs"]) for m in pasted["matches"])
