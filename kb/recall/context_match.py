@@ -60,8 +60,11 @@ DECISIVE: dict[str, tuple[str, ...]] = {
     # the memory a node gave the job (--mem, or --mem-per-cpu x CPUs): the fix is relative to it
     "host_oom": ("memory_mb",), "host_oom_killed": ("memory_mb",), "host_oom_worker_killed": ("memory_mb",),
     "jvm_out_of_memory": ("memory_mb",),
-    # more time is bounded by the QOS's MaxWall: a timeout under another QOS has another fix
-    "time_limit": ("time_limit_s", "qos"), "deadline": ("time_limit_s", "qos"),
+    # more time is bounded by the QOS's MaxWall: a timeout under another QOS has another fix.
+    # The job's state is Slurm's own verdict on how it ended: for a failure that *is* that
+    # verdict, another state is another failure (a preempted job is not a cancelled one).
+    "time_limit": ("time_limit_s", "qos", "state"), "deadline": ("time_limit_s", "qos", "state"),
+    "preempted": ("state",), "job_cancelled": ("state",), "node_failure": ("state",),
     # a refused request: whether it asked GPUs, and of which type, tells the causes apart; the
     # amounts cannot, without the site's node sizes (issue 27)
     "memory_request_too_large": ("gpu_shape",), "submission_rejected": ("gpu_shape",),
@@ -142,6 +145,8 @@ def _derived(ctx: dict[str, Any]) -> dict[str, Any]:
     """``ctx`` with the facts compared that no source states directly: the memory a node gave
     the job, whether it asked memory or more than one CPU, and the shape of its GPU request."""
     out = dict(ctx)
+    if ctx.get("state"):
+        out["state"] = str(ctx["state"]).split()[0].upper()  # "CANCELLED by 1001" ended as CANCELLED
     cpus = ctx.get("cpus") or 1
     if ctx.get("mem_mb") is not None:
         out["memory_mb"] = float(ctx["mem_mb"])

@@ -110,3 +110,14 @@ def test_a_lesson_for_another_program_needs_the_facts_to_agree():
     assert below.inapplicable and below.contradicts
     # the same program is agreement, whatever the script's digest
     assert "command" in compare({"command": "prep.sh"}, lesson, actions=more, category="host_oom").agree
+
+
+def test_how_slurm_ended_the_job_is_decisive_for_a_failure_that_is_that_verdict():
+    # sacct's State as the context corpus records it: "CANCELLED by 1001" ended as CANCELLED
+    cancelled = {"state": "CANCELLED by 1001", "partition": "debug"}
+    v = compare({"state": "PREEMPTED", "partition": "debug"}, cancelled, category="job_cancelled")
+    assert v.contradicts and {"field": "state", "query": "PREEMPTED", "lesson": "CANCELLED", "kind": "context",
+                               "matters": False} in v.differs
+    assert "state" in compare({"state": "CANCELLED"}, cancelled, category="job_cancelled").agree
+    # for a failure that is not Slurm's verdict (a program's own error), the state says nothing
+    assert not compare({"state": "FAILED"}, {"state": "OUT_OF_MEMORY"}, category="python_exception").decided
