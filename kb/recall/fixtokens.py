@@ -64,6 +64,11 @@ token (issue 26, item 3; tests: tests/kb/recall/test_fixtokens.py):
   area) is that token's difference, reported and judged once; a phrase with errno words is
   compared as an errno.
 
+- **where a library was found** (``location_differences``, on the masked excerpts): the same
+  library in an environment's copy (``<conda env>/lib/libstdc++.so.6``) and elsewhere
+  (``/lib64/libstdc++.so.6``) needs the fix at another copy, so the difference matters; with no
+  path printed there is no evidence (the calibration part's conda/system ``GLIBCXX_`` classes).
+
 The names, versions and modules of the other kinds matter only when the fix mentions them.
 Agreement on an errno or a phrase is not counted as agreement (``Comparison.agree``): those
 are words the lexical evidence already weighs, and one errno is shared by many failures.
@@ -476,3 +481,37 @@ def _phrase_difference(query: tuple[FixToken, ...], lt: FixToken, others: list[D
     if any(_overlaps(d.query, qt.text) and _overlaps(d.lesson, lt.text) for d in others):
         return []
     return [Difference(qt.text, lt.text, "name", True)]
+
+
+# ----------------------------------------------------------------------------- where a library was found
+
+_ENVIRONMENT = "<ENV_PATH>"  # kb.signatures.fingerprint.ENV_PATH: a conda env's, a venv's or site-packages
+
+
+def _location(template: str, excerpt: str, soname: FixToken) -> str | None:
+    """Where the loader found a library: in an environment (a conda env or venv's own copy),
+    elsewhere (a path that is not an environment's), or None when no path is printed."""
+    name = re.escape(soname.text)
+    if any(re.search(rf"{_ENVIRONMENT}\S*?{name}", t) for t in (template, excerpt)):
+        return "in an environment"
+    if re.search(rf"(?:<PATH>|/)\S*?{name}", excerpt):
+        return "elsewhere"
+    return None
+
+
+def location_differences(query: tuple[str, str], lesson: tuple[str, str]) -> tuple[Difference, ...]:
+    """The same library found in an environment by one failure and elsewhere by the other
+    (``<conda env>/lib/libstdc++.so.6`` against ``/lib64/libstdc++.so.6``): the fix goes to
+    another copy (update the environment's, or load a newer compiler for the system's), so the
+    difference matters. ``query``/``lesson``: (decisive template, masked excerpt)."""
+    out = []
+    lesson_libraries = {t.family: t for t in fix_tokens(lesson[0]) if t.kind == "soname"}
+    for qt in fix_tokens(query[0]):
+        lt = lesson_libraries.get(qt.family) if qt.kind == "soname" else None
+        if lt is None:
+            continue
+        where_q, where_l = _location(*query, qt), _location(*lesson, lt)
+        if where_q and where_l and where_q != where_l:
+            out.append(Difference(f"{qt.text} {where_q}", f"{lt.text} {where_l}", "name", True))
+    return tuple(out)
+

@@ -75,7 +75,8 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
-from hpcmem.kb.recall.fixtokens import Comparison, Difference, FixToken, compare, fix_text, fix_tokens
+from hpcmem.kb.recall.fixtokens import (Comparison, Difference, FixToken, compare, fix_text, fix_tokens,
+                                       location_differences)
 from hpcmem.kb.signatures.fingerprint import FailureSignature, excerpt_template, failure_chain, words
 
 MODEL_PATH = os.path.join(os.path.dirname(__file__), "recall_model.json")
@@ -239,6 +240,9 @@ def features(probe: Probe, variant: Variant, fix: str, actions: list[dict[str, A
              *, with_vectors: bool, cause_vector: Any = None) -> tuple[dict[str, float], Comparison]:
     q = probe.signature
     comparison = compare(probe.tokens, fix_tokens(variant.template), fix_text(fix, actions))
+    located = location_differences((q.template, probe.excerpt), (variant.template, variant.excerpt or variant.template))
+    if located:
+        comparison = replace(comparison, differences=comparison.differences + located)
     x = {
         "exact": 1.0 if variant.fingerprint == q.fingerprint else 0.0,
         "same_category": 1.0 if variant.category == q.category and q.category != "unknown" else 0.0,

@@ -306,3 +306,30 @@ def test_a_fix_that_moves_off_the_lessons_module_version_serves_other_failing_ve
     assert not any(d.matters for d in needs.differences)
     other_needs = compare(fix_tokens("requires cuda/12.2"), fix_tokens("requires cuda/11.8"), fix_text("module load cuda/11.8"))
     assert [d.matters for d in other_needs.differences] == [True]
+
+
+# ----------------------------------------------------------------------------- where a library was found
+
+
+def located(query_id: str, lesson_id: str) -> list[dict]:
+    from hpcmem.kb.recall.fixtokens import location_differences
+    from hpcmem.kb.signatures.fingerprint import excerpt_template
+
+    def side(instance_id: str) -> tuple[str, str]:
+        text = corpus_text(instance_id)
+        return template(text), excerpt_template(text)
+
+    return [d.as_dict() for d in location_differences(side(query_id), side(lesson_id))]
+
+
+def test_a_library_found_in_an_environment_is_not_the_systems_copy():
+    # a conda env's libstdc++ (loader-0174) against the system's (loader-0012, /lib/x86_64-linux-gnu)
+    assert located("loader-0174", "loader-0012") == [{"query": "libstdc++.so.6 in an environment",
+                                                      "lesson": "libstdc++.so.6 elsewhere", "kind": "name",
+                                                      "matters": True}]
+    # two environments' copies (loader-0024 is ".../anaconda3/bin/../lib/libstdc++.so.6")
+    assert located("loader-0174", "loader-0024") == []
+    # two system copies (/usr/lib/x86_64-linux-gnu and /lib/x86_64-linux-gnu)
+    assert located("loader-0161", "loader-0012") == []
+    # no path printed ("libstdc++.so.6: version `GLIBCXX_3.4.20' not found"): no evidence either way
+    assert located("loader-0175", "loader-0012") == [] and located("loader-0175", "loader-0024") == []
