@@ -866,13 +866,16 @@ def _specific_categories(text: str, rules: tuple[Rule, ...]) -> frozenset[str]:
     return frozenset(r.category for r in rules if not r.generic and _find(r, text, folded) is not None)
 
 
-@lru_cache(maxsize=4096)
 def failure_chain(excerpt: str, rules: tuple[Rule, ...] | None = None) -> tuple[frozenset[str], frozenset[str]]:
     """(every failure class an excerpt reports, the ones reported on lines above its decisive
     line and not by it): the ``module: command not found`` or ``module(s) are unknown`` above a
     missing library. An earlier failure is usually the cause of the later one, so two outputs
     that end on one line but began with different failures failed for different reasons."""
-    rules = load_rules(site_rules_path()) if rules is None else rules
+    return _failure_chain(excerpt, load_rules(site_rules_path()) if rules is None else rules)
+
+
+@lru_cache(maxsize=4096)  # keyed by the rules too: a site's rules file may change them
+def _failure_chain(excerpt: str, rules: tuple[Rule, ...]) -> tuple[frozenset[str], frozenset[str]]:
     cleaned = _clean(excerpt)
     _rule, _match, decisive = _decide(cleaned, rules)
     lines = cleaned.split("\n")
