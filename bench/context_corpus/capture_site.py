@@ -1,9 +1,9 @@
 """Capture the site's limits of the cluster a context-corpus collection was made on.
 
-    python bench/context_corpus/capture_site.py --set context|validation
+    python bench/context_corpus/capture_site.py --set context|validation|fresh
 
 Brings the harness up exactly as ``make_context_corpus.py`` did for that collection (the same
-``SlurmLab`` options and, for validation, the same accounts made with sacctmgr), runs the
+``SlurmLab`` options and, for validation and fresh, the same accounts made with sacctmgr), runs the
 commands ``hpcmem env snapshot --live`` runs (scontrol show partition/node, sacctmgr show
 qos/assoc/user) and writes their real output to ``data/corpus/<collection>/site/``. The context
 bench stores them as the environment snapshot, so recall judges a refused submission on the
@@ -23,7 +23,7 @@ REPO = HERE.parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(HERE))
 
-from make_context_corpus import SETS, validation_accounts  # noqa: E402
+from make_context_corpus import SETS, WITH_VALIDATION_SETUP, validation_accounts  # noqa: E402
 from tests.integration.slurm_lab import SlurmLab  # noqa: E402
 
 COMMANDS = {
@@ -44,7 +44,7 @@ def main() -> int:
     out.mkdir(exist_ok=True)
     lab = SlurmLab(gres={"gpu": 2}, policies=True, extra_users=chosen["extra_users"])
     with lab:
-        if args.set == "validation":
+        if args.set in WITH_VALIDATION_SETUP:
             validation_accounts(lab)
         version = lab.check(["sinfo", "--version"]).strip()
         for name, argv in COMMANDS.items():
@@ -52,7 +52,7 @@ def main() -> int:
     (out / "provenance.json").write_text(json.dumps({
         "captured": datetime.now(timezone.utc).isoformat(timespec="seconds"), "slurm": version,
         "harness": f"SlurmLab(gres={{'gpu': 2}}, policies=True, extra_users={chosen['extra_users']!r})"
-                   + (" + make_context_corpus.validation_accounts" if args.set == "validation" else ""),
+                   + (" + make_context_corpus.validation_accounts" if args.set in WITH_VALIDATION_SETUP else ""),
         "commands": {name: " ".join(argv) for name, argv in COMMANDS.items()},
     }, indent=2) + "\n")
     print(f"wrote {len(COMMANDS)} captures to {out}")

@@ -19,6 +19,11 @@ job scripts of ``jobs_validation/``, on the same cluster plus a second user (``b
 account ``imaging``, account ``research`` on ``debug`` only), a second module-provided library
 (``libhpcblas.so.1``/``.so.2``) and numpy in project venvs; every instance in part
 ``validation``. The default set is unchanged.
+
+``--set fresh`` makes the third collection (data/corpus/context-fresh/): the cases of
+``cases_fresh.py`` with the classes of ``classes_fresh.jsonl`` and the job scripts of
+``jobs_fresh/``, on the validation set's cluster (the same user bob and associations, the same
+software build); every instance in part ``fresh``. The other sets are unchanged.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ sys.path.insert(0, str(HERE))
 
 from cases import CASES, Case, part_of_family  # noqa: E402
 from cases_validation import CASES as VALIDATION_CASES  # noqa: E402
+from cases_fresh import CASES as FRESH_CASES  # noqa: E402
 from tests.integration.slurm_lab import ACTIVE_STATES, SlurmLab, SubmissionRejected  # noqa: E402
 
 from hpcmem.kb.slurm_units import (  # noqa: E402
@@ -59,14 +65,19 @@ JOBS = HERE / "jobs"
 PROGRAMS = HERE / "programs"
 OUT = REPO / "data" / "corpus" / "context"
 # What each set is made of; "context" is the first collection (calibration / held-out split),
-# "validation" the later one (one part).
+# "validation" the later one (one part), "fresh" the third (one part).
 SETS = {
     "context": {"cases": CASES, "classes": HERE / "classes.jsonl", "jobs": JOBS, "out": OUT, "prefix": "ctx",
                 "urgent": "urgent.sh", "extra_users": ()},
     "validation": {"cases": VALIDATION_CASES, "classes": HERE / "classes_validation.jsonl",
                    "jobs": HERE / "jobs_validation", "out": REPO / "data" / "corpus" / "context-validation",
                    "prefix": "ctxv", "urgent": "hotfix.sh", "extra_users": ("bob",)},
+    "fresh": {"cases": FRESH_CASES, "classes": HERE / "classes_fresh.jsonl",
+              "jobs": HERE / "jobs_fresh", "out": REPO / "data" / "corpus" / "context-fresh",
+              "prefix": "ctxf", "urgent": "rush.sh", "extra_users": ("bob",)},
 }  # fmt: skip
+# The sets made on the validation set's cluster: its user bob's associations and its software.
+WITH_VALIDATION_SETUP = ("validation", "fresh")
 TAIL_LINES = 15
 # The flat context of issue 26, the keys of kb/jobs/context.py's FIELDS; null = not known.
 CONTEXT_KEYS = (
@@ -497,7 +508,7 @@ def make_instance(lab: SlurmLab, entry: dict, fields: list[str], defaults: dict,
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--set", choices=sorted(SETS), default="context",
-                        help="context: the first collection (default); validation: the later one")
+                        help="context: the first collection (default); validation: the second; fresh: the third")
     parser.add_argument("--out", type=Path, help="default: the set's folder under data/corpus/")
     parser.add_argument("--only", help="comma-separated case names (a trial run; nothing is written)")
     args = parser.parse_args(argv)
@@ -513,8 +524,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{chosen['classes'].name} lacks {missing}", file=sys.stderr)
         return 2
 
-    def part(cls: str) -> str:  # the first collection is split by family; the validation one is one part
-        return part_of_family(family[cls]) if args.set == "context" else "validation"
+    def part(cls: str) -> str:  # the first collection is split by family; the later ones are one part each
+        return part_of_family(family[cls]) if args.set == "context" else args.set
 
     def log(msg: str) -> None:
         print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
@@ -529,7 +540,7 @@ def main(argv: list[str] | None = None) -> int:
         lmod_version = re.search(r"Version\s+(\S+)", lmod.stderr + lmod.stdout)
         log(f"{version}, cgroup {lab.cgroup_mode}, set {args.set}, {len(cases)} cases")
         build = build_software(lab)
-        if args.set == "validation":
+        if args.set in WITH_VALIDATION_SETUP:
             build_validation_software(lab, build)
             validation_accounts(lab)
         available = set(lab.check(["sacct", "-e"]).split())
