@@ -325,7 +325,7 @@ session that did not read the recall code and did not run recall on it (its READ
 failures, 21 classes (4 new), alice and bob, other amounts, request forms, programs and a
 second look at every family of issue 26's corpus item. Classes it does not define are added as
 competing lessons (the validation collection's, then the first collection's). **First run (the
-table above, at 4e4e3b9, before any of its texts was read)**: known top-1 0.929, right lesson
+table above, at fa9ed1a with the collection, before any of its texts was read)**: known top-1 0.929, right lesson
 first 0.952, wrong among match-band answers 0.000, one other class's lesson in the match band
 (a look-alike); text only 0.310, BM25 0.381. It is the one estimate of the context path on
 material no rule was chosen on; after this run its texts are read like the calibration part's.
