@@ -11,7 +11,7 @@ recall compares the query's job context with the context the lesson was born wit
   rejected GRES request on the GPUs asked for);
 - the same script (digest) or program, which says it is the same job; a lesson whose fix is
   sized for another program's job (its ``--mem``, ``--time``, CPUs) is at most related unless
-  the facts that count agree and none differs.
+  a fact its fix or failure decisively depends on agrees and none of those differs.
 
 Each counted field either *agrees* or *differs* (``{"field": "mem", "query": "32G", "lesson":
 "8G"}``); a field one side does not know is no evidence either way. Amounts agree within a
@@ -306,9 +306,13 @@ def compare(query: dict[str, Any], lesson: dict[str, Any], *, actions: list[dict
     shift = 0.0
     query, lesson = _derived(query), _derived(lesson or {})
 
+    strong_agreements = []
+
     def agree(key: str, strong: bool) -> None:
         nonlocal shift
         verdict.agree.append(_name(key))
+        if strong:
+            strong_agreements.append(key)
         shift += w["agree_fix" if strong else "agree_relevant"]
 
     def differ(key: str, q: str, l: str, strong: bool, on_fix: bool) -> None:
@@ -337,7 +341,6 @@ def compare(query: dict[str, Any], lesson: dict[str, Any], *, actions: list[dict
             agree(key, strong)
         else:
             differ(key, show(key, q), show(key, l), strong, on_fix)
-    decisive_facts = bool(verdict.agree)  # before the program's own agreement below
     if query.get("script_sha256") and query.get("script_sha256") == lesson.get("script_sha256"):
         verdict.agree.append("script")
         shift += w["same_script"]
@@ -346,15 +349,17 @@ def compare(query: dict[str, Any], lesson: dict[str, Any], *, actions: list[dict
         shift += w["same_command"]
     else:
         # A lesson learnt for another program (its command, or its job name when neither side
-        # knows the command) applies only where the job's facts say the same thing: with no
-        # agreeing fact, or with any differing one, it is at most related.
+        # knows the command) applies only where the job's facts say the same thing: unless a
+        # fact its fix or its failure decisively depends on agrees (and none of those differs,
+        # which contradicts anyway), it is at most related. A soft fact (the partition of a
+        # timeout) neither vouches for it nor rules it out.
         # Only a fix sized for that job counts so (a --mem, --time or CPU count): a general
         # fix (source Lmod's init, load the library's module) holds for any program.
         key = "command" if query.get("command") and lesson.get("command") else "job_name"
         if query.get(key) and lesson.get(key) and query[key] != lesson[key]:
             verdict.differs.append({"field": "program" if key == "command" else "job_name", "query": query[key],
                                     "lesson": lesson[key], "kind": "context", "matters": False})
-            if fix_fields & _SIZED and (not decisive_facts or len(verdict.differs) > 1):
+            if fix_fields & _SIZED and not strong_agreements:
                 verdict.contradicts = True
                 verdict.contradicting.append("program")
     verdict.shift = max(-w["most"], min(w["most"], shift))

@@ -278,6 +278,9 @@ class Difference:
     kind: str  # "version" | "minor_version" | "name" (a library, errno or phrase is a name)
     matters: bool  # the lesson's fix names what differs, or the kind names another failure
     gap: float = 0.0  # versions only: log(1 + distance at the first component that differs)
+    # the fix replaces what failed (``module load cuda/12.4`` for an unknown cuda/12.1): another
+    # failing version is shown, but is no evidence against the lesson
+    replaced: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return {"query": self.query, "lesson": self.lesson, "kind": self.kind, "matters": self.matters}
@@ -293,26 +296,31 @@ class Comparison:
         return sum(1 for d in self.differences if d.matters)
 
     @property
+    def _unnamed(self) -> tuple[Difference, ...]:
+        """Differences the fix does not name, and does not replace."""
+        return tuple(d for d in self.differences if not d.matters and not d.replaced)
+
+    @property
     def conflicts_that_do_not(self) -> int:
-        return sum(1 for d in self.differences if not d.matters)
+        return len(self._unnamed)
 
     @property
     def version_conflicts(self) -> int:
         """Same library/symbol/module, another version, where the fix does not name it
         (GLIBCXX_3.4.29 vs 3.4.32 under a fix that says "load a newer gcc")."""
-        return sum(1 for d in self.differences if not d.matters and d.kind != "name")
+        return sum(1 for d in self._unnamed if d.kind != "name")
 
     @property
     def version_gap(self) -> float:
         """How far apart the most distant differing version is (0 when none differs):
         GLIBCXX_3.4.22 is nearer 3.4.20 (log 3) than 3.4.31 (log 10); the further apart
         two versions are, the less likely one fix serves both."""
-        return max((d.gap for d in self.differences if not d.matters and d.kind != "name"), default=0.0)
+        return max((d.gap for d in self._unnamed if d.kind != "name"), default=0.0)
 
     @property
     def name_conflicts(self) -> int:
         """Another library/module/exception of the same kind, where the fix does not name it."""
-        return sum(1 for d in self.differences if not d.matters and d.kind == "name")
+        return sum(1 for d in self._unnamed if d.kind == "name")
 
 
 def fix_text(fix: str, actions: Iterable[dict[str, Any]] = ()) -> str:
@@ -402,13 +410,15 @@ def compare(query: tuple[FixToken, ...], lesson: tuple[FixToken, ...], fix: str)
             # A minor difference matters only when the fix names the exact version
             # (GLIBCXX_3.4.29 -> gcc 11); a major one also when it names the major (cuda/11.8).
             matters = _mentions_exact(lt, fix) if kind == "minor_version" else _mentions_version(lt, fix)
-            if lt.kind == "module" and _replaces(lt, fix):
+            replaced = lt.kind == "module" and _replaces(lt, fix)
+            if replaced:
                 # the fix moves off the lesson's version: it serves any other failing version,
                 # unless the query failed on the very version the fix loads
                 matters = any(_loads(t, fix) and not any(_compatible(t.version, o.version) for o in lesson
                                                          if o.kind == "module" and o.name == t.name)
                               for t in same_name)
-            differences.append(Difference(qt.text, lt.text, kind, matters, _gap(qt.version, lt.version)))
+            differences.append(Difference(qt.text, lt.text, kind, matters, _gap(qt.version, lt.version),
+                                          replaced=replaced and not matters))
         elif lt.kind == "errno" and lt.kind not in apart:
             continue  # the messages share an errno; one names more: no evidence either way
         elif lt.kind != "exception":
@@ -418,11 +428,12 @@ def compare(query: tuple[FixToken, ...], lesson: tuple[FixToken, ...], fix: str)
             # and whatever the fix says when the kind names another failure.
             matters = (lt.kind in ALWAYS_MATTERS or lt.kind in apart or _mentions_name(lt, fix)
                        or _mentions_version(lt, fix))
-            if lt.kind == "module" and _replaces(lt, fix) and _replaces(qt, fix):
+            replaced = lt.kind == "module" and _replaces(lt, fix) and _replaces(qt, fix)
+            if replaced:
                 # a fix that offers another version of both modules ("load one that exists: cuda/12.4
                 # or gcc/13.1.0") is as much the query's module's fix as the lesson's
                 matters = False
-            differences.append(Difference(qt.text, lt.text, "name", matters))
+            differences.append(Difference(qt.text, lt.text, "name", matters, replaced=replaced))
     if phrase is not None:
         differences += _phrase_difference(query, phrase, differences)
     differences += _fix_about_another_module(query, lesson, fix)

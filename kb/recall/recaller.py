@@ -31,8 +31,9 @@ from typing import Any, Callable
 
 from hpcmem.kb.errors import InputError, NotFound
 from hpcmem.kb.store.reader import StoreReader
+from hpcmem.kb.recall.fixtokens import fix_text
 from hpcmem.kb.recall.scoring import (Evidence, Probe, Variant, describe, judge, load_model, with_match_probability,
-                                      with_earlier_failures, without_rejection_wording)
+                                      with_failure_chain, without_rejection_wording)
 from hpcmem.kb.signatures.rules_digest import warn_if_stale
 from hpcmem.kb.safety.normalise import scrub_value
 from hpcmem.kb.signatures.fingerprint import (CONTENTLESS, FailureSignature, fingerprint, has_content, signature_text,
@@ -85,10 +86,11 @@ class Candidate:
     def describe(self, probe: Probe, model, *, with_vectors: bool) -> Evidence:
         self.evidence = describe(probe, self.variants, self.lesson["fix"], self.lesson.get("actions") or [],
                                  model, with_vectors=with_vectors, cause_vector=self.cause_vector)
+        began_alike = False
         if probe.context and self.lesson.get("job_context"):
-            # both are a job's output, not a pasted excerpt: what one began with and the other
-            # lacks is evidence
-            self.evidence = with_earlier_failures(self.evidence, probe.excerpt)
+            # both are a job's output, not a pasted excerpt: what each began with is evidence
+            self.evidence, began_alike = with_failure_chain(
+                self.evidence, probe, fix_text(self.lesson["fix"], self.lesson.get("actions") or []))
         if probe.context:
             from hpcmem.kb.recall.context_match import compare
 
@@ -99,6 +101,11 @@ class Candidate:
                 category=category if category != "unknown" else probe.signature.category,
                 weights=model.context_weights,
                 mentioned=" ".join((probe.signature.template, self.lesson.get("template") or "", self.lesson["fix"])))
+            if began_alike:
+                from hpcmem.kb.recall.context_match import DEFAULT_WEIGHTS
+
+                self.evidence.context.agree.append("the failure it began with")
+                self.evidence.context.shift += {**DEFAULT_WEIGHTS, **(model.context_weights or {})}["agree_fix"]
             if probe.site is not None and _judge_by_site(self.evidence.context, probe.site, self.lesson,
                                                          model.context_weights):
                 # Slurm words one broken limit in several messages ("CPU count per node can not
@@ -129,6 +136,11 @@ def _judge_by_site(verdict, site, lesson: dict[str, Any], weights: dict[str, flo
                 verdict.shift += w["differs_fix" if strong else "differs_relevant"]
         verdict.differs = kept
         verdict.contradicting = [f for f in verdict.contradicting if f not in found.covers]
+        for d in verdict.differs:
+            if d["field"] in found.paired:  # another account/partition pair: another fix
+                d["matters"] = True
+                if d["field"] not in verdict.contradicting:
+                    verdict.contradicting.append(d["field"])
         verdict.contradicts = bool(verdict.contradicting)
         verdict.agree.append(f"broken limit ({found.query})")
         verdict.shift += w["agree_fix"]

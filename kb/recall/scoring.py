@@ -290,18 +290,37 @@ def without_rejection_wording(e: "Evidence") -> "Evidence":
     return replace(e, comparison=comparison, features={**e.features, **conflict_features(comparison)})
 
 
-def with_earlier_failures(e: "Evidence", query_excerpt: str) -> "Evidence":
-    """``e`` with a difference that matters when one output began with a failure the other does
-    not report at all (a ``module(s) are unknown`` above the missing library both end on): an
-    earlier failure is usually the cause of the later one, so they failed for different reasons.
-    For whole job outputs only (the caller's to know): a pasted excerpt may be cut anywhere."""
-    (q_all, q_earlier), (l_all, l_earlier) = failure_chain(query_excerpt), failure_chain(e.variant.excerpt
-                                                                                           or e.variant.template)
+def with_failure_chain(e: "Evidence", probe: "Probe", fix: str) -> tuple["Evidence", bool]:
+    """What two job outputs began with (``fingerprint.failure_chain``; for whole job outputs
+    only, the caller's to know: a pasted excerpt may be cut anywhere). An earlier failure is
+    usually the cause of the later one, so:
+
+    - one output began with a failure the other does not report at all (a ``module(s) are
+      unknown`` above the missing library both end on): they failed for different reasons,
+      a difference that matters is added to ``e``;
+    - one output began with the failure the other one *is* (``module(s) are unknown`` and then
+      the missing library it caused, against the unknown module alone): the same cause when
+      their decisive tokens agree (the second value is True), another one when they conflict
+      (``hpcfft/3.0`` against ``hpcblas/3.0``: the differences are added to ``e``).
+    ``fix``: the lesson's fix and actions as ``fixtokens.fix_text`` gives them."""
+    (q_all, q_earlier, q_before) = failure_chain(probe.excerpt)
+    (l_all, l_earlier, l_before) = failure_chain(e.variant.excerpt or e.variant.template)
     query_only, lesson_only = q_earlier - l_all, l_earlier - q_all
-    if not query_only and not lesson_only:
-        return e
-    shown = [", ".join(sorted(x)) or "nothing before it" for x in (query_only, lesson_only)]
-    comparison = replace(e.comparison, differences=e.comparison.differences + (Difference(*shown, "name", True),))
+    if query_only or lesson_only:
+        shown = [", ".join(sorted(x)) or "nothing before it" for x in (query_only, lesson_only)]
+        return _with_differences(e, (Difference(*shown, "name", True),)), False
+    if e.variant.category in q_earlier:  # the query's root cause is the lesson's failure
+        found = compare(fix_tokens(q_before), fix_tokens(e.variant.template), fix)
+    elif probe.signature.category in l_earlier:  # the lesson's root cause is the query's failure
+        found = compare(probe.tokens, fix_tokens(l_before), fix)
+    else:
+        return e, False
+    against = tuple(d for d in found.differences if d.matters)
+    return (_with_differences(e, against), False) if against else (e, True)
+
+
+def _with_differences(e: "Evidence", more: tuple[Difference, ...]) -> "Evidence":
+    comparison = replace(e.comparison, differences=e.comparison.differences + more)
     return replace(e, comparison=comparison, features={**e.features, **conflict_features(comparison)})
 
 

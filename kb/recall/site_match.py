@@ -59,6 +59,9 @@ COVERS = {
     "qos_max_tres": {"cpus", "mem", "gres", "gpus", "nodes"}, "assoc_max_tres": {"cpus", "mem", "gres", "gpus", "nodes"},
     "partition_unknown": {"partition"}, "partition_down": set(),
 }
+# Limits that refuse a pair, not an amount: when both jobs broke one of them, the pair must be
+# the same one - a fix for research on main (move to debug) is not a fix for teaching on debug.
+PAIRED = {"account_partition": {"account", "partition"}, "partition_max_time": {"partition"}}
 # A refused job never ran: what it would have run says nothing about why it was refused.
 NOT_ABOUT_A_REFUSAL = {"program", "job_name"}
 
@@ -75,6 +78,7 @@ class Judgement:
     query: str  # the limit(s) the query's job broke, for people
     lesson: str  # the limit(s) the lesson's job broke
     covers: frozenset[str] = frozenset()  # for agreement: the context fields the shared limit is about
+    paired: frozenset[str] = frozenset()  # for agreement: the fields that name the refused pair
 
     @property
     def reason(self) -> str:
@@ -97,7 +101,8 @@ def judge(site: SiteFacts, lesson: dict[str, Any]) -> Judgement | None:
     shared = site.query_broke & theirs
     if shared:
         covers = set(NOT_ABOUT_A_REFUSAL).union(*(COVERS.get(kind, set()) for kind in shared))
-        return Judgement(True, _names(shared), _names(shared), frozenset(covers))
+        paired = set().union(*(PAIRED.get(kind, set()) for kind in shared))
+        return Judgement(True, _names(shared), _names(shared), frozenset(covers), frozenset(paired))
     return Judgement(False, _names(site.query_broke), _names(theirs))
 
 

@@ -866,16 +866,17 @@ def _specific_categories(text: str, rules: tuple[Rule, ...]) -> frozenset[str]:
     return frozenset(r.category for r in rules if not r.generic and _find(r, text, folded) is not None)
 
 
-def failure_chain(excerpt: str, rules: tuple[Rule, ...] | None = None) -> tuple[frozenset[str], frozenset[str]]:
+def failure_chain(excerpt: str, rules: tuple[Rule, ...] | None = None) -> tuple[frozenset[str], frozenset[str], str]:
     """(every failure class an excerpt reports, the ones reported on lines above its decisive
-    line and not by it): the ``module: command not found`` or ``module(s) are unknown`` above a
-    missing library. An earlier failure is usually the cause of the later one, so two outputs
-    that end on one line but began with different failures failed for different reasons."""
+    line and not by it, the text above the decisive line): the ``module: command not found`` or
+    ``module(s) are unknown`` above a missing library. An earlier failure is usually the cause
+    of the later one, so two outputs that end on one line but began with different failures
+    failed for different reasons."""
     return _failure_chain(excerpt, load_rules(site_rules_path()) if rules is None else rules)
 
 
 @lru_cache(maxsize=4096)  # keyed by the rules too: a site's rules file may change them
-def _failure_chain(excerpt: str, rules: tuple[Rule, ...]) -> tuple[frozenset[str], frozenset[str]]:
+def _failure_chain(excerpt: str, rules: tuple[Rule, ...]) -> tuple[frozenset[str], frozenset[str], str]:
     cleaned = _clean(excerpt)
     _rule, _match, decisive = _decide(cleaned, rules)
     lines = cleaned.split("\n")
@@ -883,7 +884,7 @@ def _failure_chain(excerpt: str, rules: tuple[Rule, ...]) -> tuple[frozenset[str
     every = frozenset().union(*per_line)
     at = lines.index(decisive) if decisive in lines else len(lines)
     earlier = frozenset().union(*per_line[:at]) - (per_line[at] if at < len(lines) else frozenset())
-    return every, earlier
+    return every, earlier, "\n".join(lines[:at])
 
 
 EXCERPT_LINES = 40

@@ -100,3 +100,34 @@ def test_two_of_slurms_wordings_for_one_broken_limit_are_one_cause(hpcmem_home):
     after = ask()[0]
     assert after["band"] == "match" and "broken limit (cpus per node)" in after["context_agrees"]
     assert not any(d["kind"] == "name" and d["matters"] for d in after["differs"])
+
+
+def test_one_refused_pair_is_not_another(hpcmem_home):
+    # The fresh collection's real refusals on the harness (data/corpus/context-fresh/): bob may
+    # use account research on debug only (ctxf-0025: research on main); account teaching is not
+    # allowed on debug (ctxf-0024, alice). Both broke "account partition", with opposite fixes.
+    fresh = SAMPLES.parent / "corpus" / "context-fresh"
+    item = {i["id"]: i for i in map(json.loads, (fresh / "instances.jsonl").read_text().splitlines())}
+    site = fresh / "site"
+    stored = run_hpcmem("env", "snapshot", "--modules", str(SAMPLES / "env" / "real-debian-lmod" / "module-t-avail.txt"),
+                        "--partitions", str(site / "scontrol-show-partition-oneliner.txt"),
+                        "--nodes", str(site / "scontrol-show-node-oneliner.txt"), "--qos", str(site / "sacctmgr-show-qos.txt"),
+                        "--assoc", str(site / "sacctmgr-show-assoc.txt"), "--users", str(site / "sacctmgr-show-user.txt"))
+    assert stored.returncode == 0, stored.stderr
+    bob = {"LOGNAME": "bob", "USER": "bob"}
+    done = run_hpcmem("record", "--error", item["ctxf-0025"]["text"], "--sbatch-args", "-A research -p main",
+                      "--cause", "account research may be used on partition debug only", "--fix", "submit with -p debug",
+                      "--action", "sbatch:--partition=debug", "--json", env=bob)
+    assert done.returncode == 0, done.stderr
+
+    def ask(args: str, env: dict) -> dict:
+        result = run_hpcmem("recall", item["ctxf-0024"]["text"], "--sbatch-args", args, "--json", env=env)
+        assert result.returncode in (0, 1), result.stderr
+        return json.loads(result.stdout)["matches"][0]
+
+    same_pair = ask("-A research -p main", bob)
+    assert same_pair["band"] == "match" and "broken limit (account partition)" in same_pair["context_agrees"]
+    other_pair = ask("-A teaching -p debug -q short", ALICE)
+    assert other_pair["band"] == "related" and "broken limit (account partition)" in other_pair["context_agrees"]
+    assert {"field": "account", "query": "teaching", "lesson": "research", "kind": "context",
+            "matters": True} in other_pair["differs"]

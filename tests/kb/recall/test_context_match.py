@@ -121,3 +121,17 @@ def test_how_slurm_ended_the_job_is_decisive_for_a_failure_that_is_that_verdict(
     assert "state" in compare({"state": "CANCELLED"}, cancelled, category="job_cancelled").agree
     # for a failure that is not Slurm's verdict (a program's own error), the state says nothing
     assert not compare({"state": "FAILED"}, {"state": "OUT_OF_MEMORY"}, category="python_exception").decided
+
+
+def test_a_soft_difference_does_not_keep_another_programs_sized_fix_out_when_a_decisive_fact_agrees():
+    # the fresh collection's ctxf-0060 against ctxf-0058's lesson: both hit their own 1-minute
+    # limit (TIMEOUT, QOS normal), on another partition (soft for a timeout) and program
+    more_time = [{"type": "sbatch", "option": "--time", "to": "5"}]
+    lesson = {"partition": "main", "qos": "normal", "time_limit_s": 60, "state": "TIMEOUT", "command": "bash"}
+    query = {"partition": "debug", "qos": "normal", "time_limit_s": 60, "state": "TIMEOUT", "command": "heat"}
+    v = compare(query, lesson, actions=more_time, category="time_limit")
+    assert not v.contradicts and {"time_limit", "qos", "state"} <= set(v.agree)
+    assert [d["field"] for d in v.differs] == ["partition", "program"]
+    # with only a soft fact agreeing, another program's sized fix stays related
+    soft = compare({"partition": "main", "command": "heat"}, lesson, actions=more_time, category="time_limit")
+    assert soft.contradicts and soft.contradicting == ["program"]

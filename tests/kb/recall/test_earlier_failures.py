@@ -28,7 +28,7 @@ PYTHON_DLOPEN = "ctxv-0062"  # ctypes.CDLL of the library, in a traceback
 
 
 def chain(instance: str):
-    return failure_chain(excerpt_template(INSTANCES[instance]["text"]))
+    return failure_chain(excerpt_template(INSTANCES[instance]["text"]))[:2]
 
 
 def test_the_four_outputs_end_on_one_failure():
@@ -90,3 +90,32 @@ def test_a_pasted_excerpt_is_not_judged_on_lines_it_may_have_left_out(stack):
     learn(stack[0], NO_MODULE_COMMAND_THEN_LIBRARY)
     pasted = ask(stack, PYTHON_DLOPEN, with_context=False)
     assert not any("nothing before it" in str(m["differs"]) for m in pasted["matches"])
+
+
+FRESH = CORPUS.parent / "context-fresh"
+FRESH_INSTANCES = {i["id"]: i for i in map(json.loads, (FRESH / "instances.jsonl").read_text().splitlines())}
+FRESH_CLASSES = {c["class"]: c for c in map(json.loads, (FRESH / "classes.jsonl").read_text().splitlines())}
+
+
+def test_an_output_that_began_with_the_lessons_failure_has_the_lessons_cause(stack):
+    # the fresh collection: hpcfft/1.5 unknown and the script stopped (the lesson, ctxf-0037);
+    # hpcfft/3.0 unknown, then the program ran without its library (ctxf-0038)
+    lesson_item, query_item = FRESH_INSTANCES["ctxf-0037"], FRESH_INSTANCES["ctxf-0038"]
+    cls = FRESH_CLASSES[lesson_item["class"]]
+    fft = record(stack[0], cause=cls["cause"], fix=cls["fix"], author="alice", source="human",
+                 error_text=lesson_item["text"], job_context=clean_context(lesson_item["context"]),
+                 actions=["module load hpcfft/1.0"])["lesson_id"]
+    blas = learn(stack[0], "ctxv-0054")  # hpcblas/3.0 unknown: another module's lesson
+    assert INSTANCES["ctxv-0054"]["class"] == "lmod.hpcblas_version_unknown"
+    stack_, config = stack
+    r = Recaller(stack_, config, allow_model=False)
+    try:
+        result = r.recall(RecallQuery(text=query_item["text"], context=clean_context(query_item["context"])))
+    finally:
+        r.close()
+    first = result["matches"][0]
+    assert first["lesson_id"] == fft and first["band"] == "match"
+    assert "the failure it began with" in first["context_agrees"]
+    other = next(m for m in result["matches"] if m["lesson_id"] == blas)
+    assert other["band"] != "match"
+    assert any(d["query"] == "hpcfft/3.0" and d["lesson"] == "hpcblas/3.0" and d["matters"] for d in other["differs"])

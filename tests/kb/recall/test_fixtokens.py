@@ -333,3 +333,15 @@ def test_a_library_found_in_an_environment_is_not_the_systems_copy():
     assert located("loader-0161", "loader-0012") == []
     # no path printed ("libstdc++.so.6: version `GLIBCXX_3.4.20' not found"): no evidence either way
     assert located("loader-0175", "loader-0012") == [] and located("loader-0175", "loader-0024") == []
+
+
+def test_a_version_the_fix_replaces_is_shown_but_counts_nothing_against_the_lesson():
+    lesson = fix_tokens('The following module(s) are unknown: "cuda/12.1"')
+    query = fix_tokens('The following module(s) are unknown: "cuda/10.2"')
+    found = compare(query, lesson, fix_text("load one that exists", [{"type": "module", "op": "load", "name": "cuda/12.4"}]))
+    assert [d.as_dict() for d in found.differences] == [{"query": "cuda/10.2", "lesson": "cuda/12.1", "kind": "version",
+                                                         "matters": False}]
+    assert (found.conflicts_that_do_not, found.version_conflicts, found.version_gap) == (0, 0, 0.0)
+    # a version the fix does not name at all is still a version conflict (the scorer weighs it)
+    plain = compare(query, lesson, fix_text("run `module spider cuda` and load a version that exists"))
+    assert plain.version_conflicts == 1 and plain.version_gap > 0
