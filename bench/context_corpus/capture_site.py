@@ -1,9 +1,9 @@
 """Capture the site's limits of the cluster a context-corpus collection was made on.
 
-    python bench/context_corpus/capture_site.py --set context|validation|fresh
+    python bench/context_corpus/capture_site.py --set context|validation|fresh|fresh2
 
 Brings the harness up exactly as ``make_context_corpus.py`` did for that collection (the same
-``SlurmLab`` options and, for validation and fresh, the same accounts made with sacctmgr), runs the
+``SlurmLab`` options and, for validation, fresh and fresh2, the same accounts made with sacctmgr), runs the
 commands ``hpcmem env snapshot --live`` runs (scontrol show partition/node, sacctmgr show
 qos/assoc/user) and writes their real output to ``data/corpus/<collection>/site/``. The context
 bench stores them as the environment snapshot, so recall judges a refused submission on the

@@ -24,6 +24,11 @@ account ``imaging``, account ``research`` on ``debug`` only), a second module-pr
 ``cases_fresh.py`` with the classes of ``classes_fresh.jsonl`` and the job scripts of
 ``jobs_fresh/``, on the validation set's cluster (the same user bob and associations, the same
 software build); every instance in part ``fresh``. The other sets are unchanged.
+
+``--set fresh2`` makes the fourth collection (data/corpus/context-fresh2/): the cases of
+``cases_fresh2.py`` with the classes of ``classes_fresh2.jsonl`` and the job scripts of
+``jobs_fresh2/``, on the same cluster as validation and fresh (user bob, his associations, the
+same software build); every instance in part ``fresh2``. The other sets are unchanged.
 """
 
 from __future__ import annotations
@@ -50,6 +55,7 @@ sys.path.insert(0, str(HERE))
 from cases import CASES, Case, part_of_family  # noqa: E402
 from cases_validation import CASES as VALIDATION_CASES  # noqa: E402
 from cases_fresh import CASES as FRESH_CASES  # noqa: E402
+from cases_fresh2 import CASES as FRESH2_CASES  # noqa: E402
 from tests.integration.slurm_lab import ACTIVE_STATES, SlurmLab, SubmissionRejected  # noqa: E402
 
 from hpcmem.kb.slurm_units import (  # noqa: E402
@@ -65,7 +71,7 @@ JOBS = HERE / "jobs"
 PROGRAMS = HERE / "programs"
 OUT = REPO / "data" / "corpus" / "context"
 # What each set is made of; "context" is the first collection (calibration / held-out split),
-# "validation" the later one (one part), "fresh" the third (one part).
+# "validation" the later one (one part), "fresh" the third (one part), "fresh2" the fourth (one part).
 SETS = {
     "context": {"cases": CASES, "classes": HERE / "classes.jsonl", "jobs": JOBS, "out": OUT, "prefix": "ctx",
                 "urgent": "urgent.sh", "extra_users": ()},
@@ -75,9 +81,12 @@ SETS = {
     "fresh": {"cases": FRESH_CASES, "classes": HERE / "classes_fresh.jsonl",
               "jobs": HERE / "jobs_fresh", "out": REPO / "data" / "corpus" / "context-fresh",
               "prefix": "ctxf", "urgent": "rush.sh", "extra_users": ("bob",)},
+    "fresh2": {"cases": FRESH2_CASES, "classes": HERE / "classes_fresh2.jsonl",
+               "jobs": HERE / "jobs_fresh2", "out": REPO / "data" / "corpus" / "context-fresh2",
+               "prefix": "ctxg", "urgent": "expedite.sh", "extra_users": ("bob",)},
 }  # fmt: skip
 # The sets made on the validation set's cluster: its user bob's associations and its software.
-WITH_VALIDATION_SETUP = ("validation", "fresh")
+WITH_VALIDATION_SETUP = ("validation", "fresh", "fresh2")
 TAIL_LINES = 15
 # The flat context of issue 26, the keys of kb/jobs/context.py's FIELDS; null = not known.
 CONTEXT_KEYS = (
@@ -420,10 +429,18 @@ def run_cases(lab: SlurmLab, build: Path, cases: list[Case], log, jobs: Path = J
         log(f"{case.name}: {'job ' + str(job) if job else 'rejected: ' + said['stderr'].strip()[:90]}")
         return job
 
+    def remember() -> None:
+        # each finished job's output file, asked while slurmctld still knows the job (it forgets
+        # a job MinJobAge = 600 s after it ends; a set's run can take longer than that)
+        for entry in done.values():
+            if entry["job"] and "paths" not in entry:
+                entry["paths"] = lab.job_paths(entry["job"])
+
     plain = [c for c in cases if c.action is None and c.expect != "TIMEOUT"]
     for case in plain:
         go(case)
     wait_all(lab, [d["job"] for d in done.values() if d["job"]], 300)
+    remember()
     for case in [c for c in cases if c.action in ("cancel", "cancel_admin")]:
         job = go(case)
         if job:
@@ -432,6 +449,7 @@ def run_cases(lab: SlurmLab, build: Path, cases: list[Case], log, jobs: Path = J
             who = (case.user or lab.user) if case.action == "cancel" else "root"
             lab.check(["scancel", str(job)], user=who)
             lab.wait(job, timeout=60)
+            remember()
     for case in [c for c in cases if c.action == "preempt"]:
         job = go(case)
         if job:
@@ -442,10 +460,12 @@ def run_cases(lab: SlurmLab, build: Path, cases: list[Case], log, jobs: Path = J
             lab.wait(job, timeout=60)
             if urgent:
                 lab.wait(urgent, timeout=120)
+            remember()
     timeouts = [c for c in cases if c.expect == "TIMEOUT" and c.action is None]
     for case in timeouts:
         go(case)
     wait_all(lab, [done[c.name]["job"] for c in timeouts if done[c.name]["job"]], 600)
+    remember()
     return done
 
 
@@ -497,7 +517,8 @@ def make_instance(lab: SlurmLab, entry: dict, fields: list[str], defaults: dict,
     ctx["workdir"] = ctx["workdir"] or str(entry["workdir"])
     ctx.update(env_context(job_env(entry["workdir"], entry["job"]), lab, ctx.get("command"), case.user,
                            case.packages))
-    text = tail(lab.job_paths(entry["job"]).stdout)
+    paths = entry.get("paths") or lab.job_paths(entry["job"])
+    text = tail(paths.stdout)
     if not text.strip():
         return None, f"job {entry['job']} left no output"
     record.update(stage="run", text=text, submit_line=alloc.get("SubmitLine") or shlex.join(entry["sbatch"]["argv"]),
@@ -508,7 +529,8 @@ def make_instance(lab: SlurmLab, entry: dict, fields: list[str], defaults: dict,
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--set", choices=sorted(SETS), default="context",
-                        help="context: the first collection (default); validation: the second; fresh: the third")
+                        help="context: the first collection (default); validation: the second; fresh: the third; "
+                             "fresh2: the fourth")
     parser.add_argument("--out", type=Path, help="default: the set's folder under data/corpus/")
     parser.add_argument("--only", help="comma-separated case names (a trial run; nothing is written)")
     args = parser.parse_args(argv)
