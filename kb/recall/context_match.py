@@ -15,7 +15,8 @@ recall compares the query's job context with the context the lesson was born wit
 
 Each counted field either *agrees* or *differs* (``{"field": "mem", "query": "32G", "lesson":
 "8G"}``); a field one side does not know is no evidence either way. Amounts agree within a
-tenth (8G and 8000M ask the same, 150M and 200M do not); memory is what a node gave the job
+twentieth, the gap between binary and decimal units (8G and 8000M ask the same, 90M and 100M
+do not); memory is what a node gave the job
 (``--mem``, or ``--mem-per-cpu`` x CPUs). For a refused request (``Requested node configuration
 is not available``) what counts is the shape of the request - GPUs or none, and of which type
 - not the amounts, which only the site's node sizes could judge (issue 27). Agreement and difference move the probability in log-odds
@@ -184,8 +185,9 @@ def _read(kind: str, value: str | None) -> Any:
 
 def _same(key: str, a: Any, b: Any) -> bool:
     if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-        # within a tenth: 8G and 8000M ask the same, 150M and 200M do not
-        return abs(a - b) <= 0.1 * max(abs(a), abs(b), 1e-9)
+        # within 5 %: the same request in binary or decimal units (8G = 8192M and 8000M, 1000M
+        # and 1G differ by 2.4 %) agrees; 90M and 100M, or 150M and 160M, are other requests
+        return abs(a - b) <= 0.05 * max(abs(a), abs(b), 1e-9)
     if key == "gres":  # the resources and GPU types asked; counts are compared as gpus
         return _gpu_types(a) == _gpu_types(b) and _gres_names(a) == _gres_names(b)
     return a == b

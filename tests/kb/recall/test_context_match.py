@@ -8,9 +8,11 @@ from hpcmem.kb.recall.context_match import compare
 MEM_32G = [{"type": "sbatch", "option": "--mem", "from": "8G", "to": "32G"}]
 
 
-def test_amounts_agree_within_a_tenth_and_differ_beyond():
+def test_amounts_agree_within_the_gap_between_binary_and_decimal_units_and_differ_beyond():
     same = compare({"mem_mb": 8000.0}, {"mem_mb": 8192.0}, actions=MEM_32G, category="host_oom")
     assert same.agree == ["mem"] and not same.differs and same.shift > 0
+    # the fourth context collection's OOM at 90M is another request than one at 100M
+    assert compare({"mem_mb": 90.0}, {"mem_mb": 100.0}, actions=MEM_32G, category="host_oom").contradicts
     other = compare({"mem_mb": 16384.0}, {"mem_mb": 8192.0}, actions=MEM_32G, category="host_oom")
     assert other.differs == [{"field": "mem", "query": "16G", "lesson": "8G", "kind": "context", "matters": True}]
     assert other.contradicts and other.shift < 0 and not other.inapplicable
@@ -50,7 +52,7 @@ def test_a_refused_request_is_told_apart_by_the_shape_of_its_gpu_request():
 def test_memory_is_what_a_node_gave_the_job():
     per_cpu = compare({"mem_per_cpu_mb": 150.0, "cpus": 2}, {"mem_mb": 300.0}, actions=MEM_32G, category="host_oom")
     assert per_cpu.agree == ["mem"] and not per_cpu.differs
-    assert compare({"mem_mb": 150.0}, {"mem_mb": 200.0}, category="host_oom").contradicts  # a tenth, not a quarter
+    assert compare({"mem_mb": 150.0}, {"mem_mb": 200.0}, category="host_oom").contradicts  # a twentieth, not a quarter
 
 
 def test_a_module_the_failure_names_loaded_on_one_side_only_contradicts():
