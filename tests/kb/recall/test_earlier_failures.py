@@ -8,14 +8,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
 
-from hpcmem.kb.config import load_config
 from hpcmem.kb.jobs.context import clean_context
 from hpcmem.kb.lessons.from_error import record
 from hpcmem.kb.recall.recaller import Recaller, RecallQuery
 from hpcmem.kb.signatures.fingerprint import excerpt_template, failure_chain, fingerprint
-from hpcmem.kb.store.stack import StoreStack
 
 CORPUS = Path(__file__).resolve().parents[3] / "data" / "corpus" / "context-validation"
 INSTANCES = {i["id"]: i for i in map(json.loads, (CORPUS / "instances.jsonl").read_text().splitlines())}
@@ -42,14 +39,6 @@ def test_what_an_output_began_with():
     assert chain(LIBRARY_ONLY)[1] == frozenset()
     # the traceback around the failing call is how Python reports it, not an earlier failure
     assert chain(PYTHON_DLOPEN)[1] == frozenset()
-
-
-@pytest.fixture()
-def stack(tmp_path):
-    config = load_config(environ={"HPCMEM_HOME": str(tmp_path), "HPCMEM_DISABLE_LOCAL_CONFIG": "1"})
-    stack = StoreStack.from_config(config)
-    yield stack, config
-    stack.dispose()
 
 
 def learn(stack_, instance: str) -> str:

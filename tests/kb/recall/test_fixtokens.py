@@ -15,12 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from hpcmem.kb.config import load_config
 from hpcmem.kb.lessons.from_error import record
 from hpcmem.kb.recall.fixtokens import compare, fix_text, fix_tokens
 from hpcmem.kb.recall.recaller import Recaller, RecallQuery
 from hpcmem.kb.signatures.fingerprint import fingerprint
-from hpcmem.kb.store.stack import StoreStack
 
 REPO = Path(__file__).resolve().parents[3]
 CORPUS = REPO / "data" / "corpus" / "raw"
@@ -238,14 +236,6 @@ def test_a_jvm_memory_area_is_one_difference_not_two():
 
 
 # ----------------------------------------------------------------------------- through recall
-
-
-@pytest.fixture()
-def stack(tmp_path):
-    config = load_config(environ={"HPCMEM_HOME": str(tmp_path), "HPCMEM_DISABLE_LOCAL_CONFIG": "1"})
-    stack = StoreStack.from_config(config)
-    yield stack, config
-    stack.dispose()
 
 
 def test_a_lesson_for_another_errno_is_never_applied_and_says_why(stack):

@@ -12,14 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from hpcmem.kb.config import load_config
 from hpcmem.kb.lessons.curation import merge_lessons, show_lesson
 from hpcmem.kb.errors import InputError
 from hpcmem.kb.lessons.evidence import feedback
 from hpcmem.kb.recall.recaller import Recaller, RecallQuery
 from hpcmem.kb.lessons.from_error import record
 from hpcmem.kb.signatures.fingerprint import fingerprint, has_content
-from hpcmem.kb.store.stack import StoreStack
 
 CORPUS = Path(__file__).resolve().parents[3] / "data" / "corpus" / "raw"
 
@@ -31,14 +29,6 @@ def corpus_text(instance_id: str) -> str:
         if item["id"] == instance_id:
             return item["text"]
     raise KeyError(instance_id)
-
-
-@pytest.fixture()
-def stack(tmp_path):
-    config = load_config(environ={"HPCMEM_HOME": str(tmp_path), "HPCMEM_DISABLE_LOCAL_CONFIG": "1"})
-    stack = StoreStack.from_config(config)
-    yield stack, config
-    stack.dispose()
 
 
 def recall(stack_config, text: str, **kw) -> dict:
