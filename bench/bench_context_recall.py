@@ -32,20 +32,11 @@ lessons), recorded from that class's first instance there. A class both collecti
 (same cause and fix) has only its validation lesson, so every class has exactly one lesson.
 The queries are the validation instances that are not a lesson's; BM25 ranks the same lessons.
 
-``--part fresh`` reads the third collection, data/corpus/context-fresh/ (its own README), made
-after the context rules without looking at how recall treats it, the same way: one lesson per
-fresh class from that class's first fresh instance; as competitors, one lesson for each class of
-the validation collection that the fresh set does not define (from its first validation
-instance), then for each class of the first collection that neither defines (from its first
-instance there). Every class has exactly one lesson; the queries are the fresh instances that
-are not a lesson's.
-
-``--part fresh2`` reads the fourth collection, data/corpus/context-fresh2/ (its own README), made
-the same way after the fresh one: one lesson per fresh2 class from that class's first fresh2
-instance; as competitors, one lesson for each class of the fresh collection that fresh2 does not
-define (from its first fresh instance), then of the validation collection, then of the first
-collection, for classes no later collection defines. Every class has exactly one lesson; the
-queries are the fresh2 instances that are not a lesson's.
+``--part fresh`` and ``--part fresh2`` read the third and fourth collections,
+data/corpus/context-fresh/ and context-fresh2/ (their own READMEs), made after the context rules
+without looking at how recall treats them, the same way: one lesson per class from the
+collection's first instance of it, and as competitors one lesson for each class of the earlier
+collections that it does not define, from the latest collection that does (``COLLECTIONS``).
 
 The site's limits (issue 27): each collection's ``site/`` folder holds the real output of
 ``scontrol show partition/node`` and ``sacctmgr show qos/assoc/user`` on the cluster it was made
@@ -78,6 +69,13 @@ SECTION = "## Recall with the job's context (context corpus)"
 VALIDATION_SECTION = "## Recall with the job's context (context corpus, validation collection)"
 FRESH_SECTION = "## Recall with the job's context (context corpus, fresh collection)"
 FRESH2_SECTION = "## Recall with the job's context (context corpus, second fresh collection)"
+# The later collections, each its own part: its folder, its section, and the earlier collections
+# whose classes it does not define become competing lessons (the latest definition wins).
+COLLECTIONS = {
+    "validation": (VALIDATION, VALIDATION_SECTION, (CORPUS,)),
+    "fresh": (FRESH, FRESH_SECTION, (VALIDATION, CORPUS)),
+    "fresh2": (FRESH2, FRESH2_SECTION, (FRESH, VALIDATION, CORPUS)),
+}
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE / "context_corpus"))  # the case tables: who submitted each case
 
@@ -88,39 +86,18 @@ def load(corpus: Path = CORPUS) -> tuple[dict[str, dict], list[dict]]:
     return classes, sorted(instances, key=lambda i: i["id"])
 
 
-def load_validation() -> tuple[dict[str, dict], list[dict]]:
-    """The validation collection, plus the first collection's classes it does not define (and
-    their instances, so build_store records their lessons as competitors)."""
-    classes, instances = load(VALIDATION)
-    first_classes, first_instances = load(CORPUS)
-    competitors = {name: c for name, c in first_classes.items() if name not in classes}
-    extra = [i for i in first_instances if i["class"] in competitors]
-    return classes | competitors, sorted(instances + extra, key=lambda i: i["id"])
-
-
-def load_fresh() -> tuple[dict[str, dict], list[dict]]:
-    """The fresh collection, plus as competitors the validation collection's classes it does not
-    define and then the first collection's classes neither defines (with their instances, so
-    build_store records their lessons from the collection that defines them)."""
-    classes, instances = load(FRESH)
-    valid_classes, valid_instances = load(VALIDATION)
-    first_classes, first_instances = load(CORPUS)
-    from_valid = {name: c for name, c in valid_classes.items() if name not in classes}
-    from_first = {name: c for name, c in first_classes.items() if name not in classes and name not in from_valid}
-    extra = ([i for i in valid_instances if i["class"] in from_valid]
-             + [i for i in first_instances if i["class"] in from_first])
-    return classes | from_valid | from_first, sorted(instances + extra, key=lambda i: i["id"])
-
-
-def load_fresh2() -> tuple[dict[str, dict], list[dict]]:
-    """The second fresh collection, plus as competitors the classes it does not define: the fresh
-    collection's, then the validation collection's, then the first collection's (each class from
-    the latest collection that defines it, with that collection's instances)."""
-    classes, instances = load(FRESH2)
-    extra, taken = [], set(classes)
-    competitors: dict[str, dict] = {}
-    for folder in (FRESH, VALIDATION, CORPUS):
-        other_classes, other_instances = load(folder)
+def load_part(part: str) -> tuple[dict[str, dict], list[dict]]:
+    """A part's classes and instances: the first collection's for calibration and held-out; a
+    later collection's plus, as competitors, the classes it does not define from the earlier
+    ones (each from the latest collection that defines it, with that collection's instances, so
+    build_store records their lessons from there)."""
+    if part not in COLLECTIONS:
+        return load(CORPUS)
+    folder, _section, earlier = COLLECTIONS[part]
+    classes, instances = load(folder)
+    taken, competitors, extra = set(classes), {}, []
+    for other in earlier:
+        other_classes, other_instances = load(other)
         chosen = {name: c for name, c in other_classes.items() if name not in taken}
         competitors |= chosen
         taken |= set(chosen)
@@ -261,8 +238,7 @@ def metrics(answers: list[dict], classes: dict[str, dict]) -> dict[str, float]:
 
 
 def render(part: str, rows: dict[str, dict], sizes: dict[str, int], seconds: float) -> str:
-    folder = {"validation": "context-validation", "fresh": "context-fresh",
-              "fresh2": "context-fresh2"}.get(part, "context")
+    folder = (COLLECTIONS[part][0] if part in COLLECTIONS else CORPUS).name
     lines = [section_of(part), "",
              f"Part **{part}** of `data/corpus/{folder}/` (real failures made on the project's Slurm harness, "
              f"with their real job context; see its README): {sizes['classes']} classes with a lesson each "
@@ -388,13 +364,13 @@ table above, at 3992565 with the collection, before any of its texts was read)**
 
 
 def section_of(part: str) -> str:
-    return {"validation": VALIDATION_SECTION, "fresh": FRESH_SECTION, "fresh2": FRESH2_SECTION}.get(part, SECTION)
+    return COLLECTIONS[part][1] if part in COLLECTIONS else SECTION
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--part", default="heldout",
-                        choices=("calibration", "heldout", "validation", "fresh", "fresh2"))
+                        choices=("calibration", "heldout", *COLLECTIONS))
     parser.add_argument("--json", type=Path)
     parser.add_argument("--write", type=Path)
     args = parser.parse_args()
@@ -402,11 +378,9 @@ def main() -> None:
     tmp = tempfile.TemporaryDirectory(prefix="hpcmem-context-")
     os.environ["HPCMEM_HOME"] = tmp.name
     os.environ["HPCMEM_DISABLE_LOCAL_CONFIG"] = "1"
-    loaders = {"validation": load_validation, "fresh": load_fresh, "fresh2": load_fresh2}
-    classes, instances = loaders.get(args.part, load)()
+    classes, instances = load_part(args.part)
     config, stack, embedder, lesson_class, lesson_instance = build_store(classes, instances)
-    folders = {"validation": VALIDATION, "fresh": FRESH, "fresh2": FRESH2}
-    store_site(config, stack, folders.get(args.part, CORPUS) / "site")
+    store_site(config, stack, (COLLECTIONS[args.part][0] if args.part in COLLECTIONS else CORPUS) / "site")
     queries = [i for i in instances if i["split"] == args.part and i["id"] not in lesson_instance]
     rows = {
         "hpcmem, with context": metrics(hpcmem_run(config, stack, embedder, lesson_class, queries, with_context=True),

@@ -45,10 +45,14 @@ class Case:
     packages: tuple[str, ...] = ()  # packages whose version the job's Python reports
 
 
+# The programs a case's stage copies into its project, shared by every collection's cases.
 GROW = ("grow.py",)
 MEMB = ("membench",)
 SIM = ("simulate.py",)
 FFT = ("solver", "fft_bench", "load_fft.py")
+STEN = ("stencil",)
+HEAT = ("heat",)
+BOB = "bob"  # the later collections' second user
 
 CASES: tuple[Case, ...] = (
     # -- out of memory at three requests (cgroup v1 enforces --mem) ------------------------

@@ -18,15 +18,7 @@ the same cause and fix; new ones are in ``classes_fresh.jsonl``. Every instance 
 
 from __future__ import annotations
 
-from cases import Case
-
-BOB = "bob"
-GROW = ("grow.py",)
-MEMB = ("membench",)
-STEN = ("stencil",)
-HEAT = ("heat",)
-SIM = ("simulate.py",)
-FFT = ("solver", "fft_bench", "load_fft.py")
+from cases import BOB, FFT, GROW, HEAT, MEMB, SIM, STEN, Case
 
 CASES: tuple[Case, ...] = (
     # -- out of memory at four requests per node ----------------------------------------------

@@ -16,15 +16,7 @@ earlier collection already defines are reused with the same record; new ones are
 
 from __future__ import annotations
 
-from cases import Case
-
-BOB = "bob"
-GROW = ("grow.py",)
-MEMB = ("membench",)
-STEN = ("stencil",)
-HEAT = ("heat",)
-SIM = ("simulate.py",)
-FFT = ("solver", "fft_bench", "load_fft.py")
+from cases import BOB, FFT, GROW, HEAT, MEMB, SIM, STEN, Case
 
 CASES: tuple[Case, ...] = (
     # -- out of memory at five requests per node -----------------------------------------------

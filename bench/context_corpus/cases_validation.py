@@ -18,12 +18,9 @@ are queued before the 1-minute ones.
 
 from __future__ import annotations
 
-from cases import Case
+from cases import BOB, HEAT, STEN, Case
 
-BOB = "bob"
 FEAT = ("features_np.py",)
-STEN = ("stencil",)
-HEAT = ("heat",)
 BLAS = ("dgemm_bench", "eigsolve", "blas_check.py")
 NP = ("numpy",)
 
